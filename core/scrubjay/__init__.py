@@ -1,0 +1,1 @@
+"""scrubjay: agent memory that knows how fast each thing it remembers goes stale."""
