@@ -1,1 +1,77 @@
-"""scrubjay: agent memory that knows how fast each thing it remembers goes stale."""
+"""scrubjay: agent memory that knows how fast each thing it remembers goes stale.
+
+The ScrubJay-MEM system (What-Where-When memory units with per-memory perishability, adaptive
+retrieval, an episodic graph, retroactive updates, a prospective buffer and consolidation),
+persisted in Chroma. Framework-neutral: importing it loads neither LangChain nor LlamaIndex.
+
+>>> from scrubjay import ScrubJayMemory
+>>> mem = ScrubJayMemory(path="./memory", namespace="alice")          # doctest: +SKIP
+>>> mem.add("I'm parked on level 3", context="at the mall")            # doctest: +SKIP
+"""
+
+from .config import (
+    BufferConfig,
+    ClassifierConfig,
+    ConsolidationConfig,
+    DecayConfig,
+    FusionConfig,
+    GraphConfig,
+    KeywordRule,
+    LLMConfig,
+    RCIConfig,
+    RetentionPolicy,
+    ScrubJayConfig,
+    SearchConfig,
+    WeightConfig,
+)
+from .embedding import Embedder
+from .errors import (
+    ConfigError,
+    EmbedderMismatchError,
+    EmbeddingError,
+    InvalidInputError,
+    InvalidNamespaceError,
+    LLMError,
+    MemoryNotFoundError,
+    ScrubJayError,
+    StoreError,
+    StoreLockedError,
+)
+from .memory import ScrubJayMemory
+from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ScrubJayMemory",
+    "MemoryRecord",
+    "Hit",
+    "IntegrationReport",
+    "Deltas",
+    "Perishability",
+    "Embedder",
+    "ScrubJayConfig",
+    "FusionConfig",
+    "ClassifierConfig",
+    "KeywordRule",
+    "DecayConfig",
+    "WeightConfig",
+    "GraphConfig",
+    "RCIConfig",
+    "BufferConfig",
+    "ConsolidationConfig",
+    "RetentionPolicy",
+    "LLMConfig",
+    "SearchConfig",
+    "ScrubJayError",
+    "ConfigError",
+    "EmbedderMismatchError",
+    "InvalidInputError",
+    "InvalidNamespaceError",
+    "MemoryNotFoundError",
+    "EmbeddingError",
+    "LLMError",
+    "StoreError",
+    "StoreLockedError",
+    "__version__",
+]

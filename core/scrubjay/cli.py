@@ -1,0 +1,172 @@
+"""The ``scrubjay`` command line: ``demo`` and ``inspect`` (benchmarks come under ``bench``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import TextIO
+
+from .decay import is_stale, utility
+from .errors import ScrubJayError
+
+__all__ = ["main"]
+
+
+def _human_s(seconds: float) -> str:
+    for unit, size in (("y", 365.25 * 86_400), ("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                  + "\n")
+        if n == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
+
+
+def _clip(text: str, n: int = 60) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
+    """A scripted week: remember, search at each day's end, then RCI and consolidation."""
+    from .memory import ScrubJayMemory
+    from .testing import WEEK_OF_MEMORIES, FrozenClock
+
+    start = datetime(2026, 11, 23, 0, 0, tzinfo=timezone.utc).timestamp()  # a Monday
+    clock = FrozenClock(start)
+    queries = [("Where is the user right now?", ""),
+               ("What does the user do for a living?", ""),
+               ("What is failing in the bridge model?", "debugging the model")]
+    days = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
+    with tempfile.TemporaryDirectory(prefix="scrubjay-demo-") as tmp:
+        path = args.path or tmp
+        mem = ScrubJayMemory(path=path, namespace="demo", clock=clock)
+        out.write(f"scrubjay demo: a week of an agent's memories\n(embedded Chroma at {path}, "
+                  f"embedder {mem.embedder.name}, offline perishability: keyword rules)\n\n")
+        for day, name in enumerate(days):
+            for d, hour, text, context in WEEK_OF_MEMORIES:
+                if d != day:
+                    continue
+                clock.set(start + d * 86_400 + hour * 3600)
+                rec = mem.add(text, context=context)
+                out.write(f"{name} {int(hour):02d}:{round(hour % 1 * 60):02d} remember "
+                          f"[{rec.label}, pi={rec.pi:.2f}, tau={_human_s(rec.tau_s)}] "
+                          f"{_clip(text, 58)}\n")
+            if day not in (0, 1, 4):
+                continue
+            clock.set(start + day * 86_400 + 18 * 3600)
+            out.write(f"\n== {name} 18:00: search, top 2 (score, utility, stale flag) ==\n")
+            for q, ctx in queries:
+                out.write(f"Q: {q}" + (f"  [context: {ctx}]" if ctx else "") + "\n")
+                for h in mem.search(q, context=ctx, k=2):
+                    out.write(f"   {h.score:5.3f}  U={h.utility:4.2f}  "
+                              f"{'STALE' if h.stale else 'valid'}  {_clip(h.text, 66)}\n")
+            now = clock()
+            stale = [r for r in mem if bool(is_stale(
+                utility(r.value, r.pi, r.tau_s, r.created_at_s, now), r.value,
+                mem.config.decay.stale_ratio))]
+            out.write(f"STALE now ({len(stale)} of {len(mem)}): "
+                      + "; ".join(_clip(r.text, 40) for r in stale) + "\n\n")
+
+        clock.set(start + 4 * 86_400 + 19 * 3600)
+        question = "Which office is the user working from?"
+        news = "The user no longer works from Lisbon; they moved back to the Porto office"
+        before = {h.id: h for h in mem.search(question, k=3)}
+        report = mem.integrate(news, context="travel planning")
+        out.write(f"== Friday 19:00: RCI on {news!r} ==\n")
+        out.write(f"deltas dV={report.deltas.delta_value:+.2f} dpi={report.deltas.delta_pi:+.2f} "
+                  f"dtau={report.deltas.delta_tau:+.2f} ({report.deltas.summary}); "
+                  f"LLM calls: {report.llm_calls}\n")
+        for mid, alpha in report.affected:
+            rec = mem.get(mid)
+            out.write(f"   alpha={alpha:.2f} value->{rec.value:.2f} pi->{rec.pi:.2f} "
+                      f"tau->{_human_s(rec.tau_s)}  {_clip(rec.text, 52)}\n")
+        out.write(f"Q: {question}\n")
+        for h in mem.search(question, k=3):
+            was = before.get(h.id)
+            prev = f"(before RCI {was.score:5.3f})" if was else "(new memory)       "
+            out.write(f"   {h.score:5.3f} {prev}  {'STALE' if h.stale else 'valid'}  "
+                      f"{_clip(h.text, 56)}\n")
+        total = len(mem)
+        removed = mem.consolidate(at=start + 60 * 86_400)
+        out.write(f"\nConsolidation two months later removes {len(removed)} of {total} "
+                  f"memories (utility <= eps and not a graph hub); {len(mem)} remain.\n")
+        mem.close()
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
+    from .config import DecayConfig
+    from .memory import ScrubJayMemory
+
+    names = [args.namespace] if args.namespace else ScrubJayMemory.list_namespaces(path=args.path)
+    if not names:
+        out.write(f"No scrubjay namespaces at {args.path}\n")
+        return 0
+    for ns in names:
+        mem = ScrubJayMemory(path=args.path, namespace=ns, embedder=_NoEmbedder())
+        try:
+            at = mem.now() if args.at is None else args.at
+            recs = sorted(mem, key=lambda r: r.created_at_s)
+            out.write(f"namespace {ns!r}: {len(recs)} memories (at "
+                      f"{datetime.fromtimestamp(at, tz=timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
+            if not recs:
+                continue
+            rows = [["id", "label", "pi", "tau", "utility", "stale", "text"]]
+            for r in recs:
+                u = float(utility(r.value, r.pi, r.tau_s, r.created_at_s, at))
+                stale = bool(is_stale(u, r.value, DecayConfig().stale_ratio))
+                rows.append([r.id[:8], r.label, f"{r.pi:.2f}", _human_s(r.tau_s), f"{u:.3f}",
+                             "yes" if stale else "no", _clip(r.text, 50)])
+            _table(rows, out)
+        finally:
+            mem.close()
+    return 0
+
+
+class _NoEmbedder:
+    """Inspect reads what is stored; it must not need (or load) the embedding model."""
+
+    def __init__(self) -> None:
+        self.name = "callable:inspect"
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> object:
+        raise ScrubJayError("inspect does not embed")
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    parser = argparse.ArgumentParser(prog="scrubjay", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="a scripted week of memories, offline")
+    demo.add_argument("--path", help="keep the store in this folder (default: a temp folder)")
+    demo.set_defaults(func=cmd_demo)
+    ins = sub.add_parser("inspect", help="each memory's label, pi, tau and current utility")
+    ins.add_argument("path")
+    ins.add_argument("--namespace", "-n")
+    ins.add_argument("--at", type=float, help="epoch seconds (default: now)")
+    ins.set_defaults(func=cmd_inspect)
+    try:
+        from .bench.cli import add_bench_parser
+    except ImportError:
+        pass
+    else:
+        add_bench_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args, out))
+    except ScrubJayError as exc:
+        sys.stderr.write(f"scrubjay: error: {exc}\n")
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

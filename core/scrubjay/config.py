@@ -1,0 +1,392 @@
+"""Hyperparameters of ScrubJay-MEM, one frozen dataclass per mechanism.
+
+Every constant of the paper (``../shared/SPEC.md``) is a field here. A field whose value the
+paper states cites its section; a field the paper leaves open is marked **chosen** with the
+reason. All durations are in seconds and say so in their names.
+
+>>> cfg = ScrubJayConfig()
+>>> cfg.decay.stale_ratio
+0.5
+>>> ScrubJayConfig(rci=RCIConfig(theta=0.7)).rci.theta
+0.7
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "ScrubJayConfig",
+    "FusionConfig",
+    "ClassifierConfig",
+    "KeywordRule",
+    "DecayConfig",
+    "WeightConfig",
+    "GraphConfig",
+    "RCIConfig",
+    "BufferConfig",
+    "ConsolidationConfig",
+    "RetentionPolicy",
+    "LLMConfig",
+    "SearchConfig",
+]
+
+HOUR_S = 3600.0
+DAY_S = 86_400.0
+YEAR_S = 365.25 * DAY_S
+
+
+def _check(cond: bool, owner: str, name: str, must: str, got: Any) -> None:
+    if not cond:
+        raise ConfigError(f"The {name!r} parameter of {owner} must be {must}. Got {got!r} instead.")
+
+
+def _finite(*values: float) -> bool:
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FusionConfig:
+    """The fused retrieval vector ``h_i`` of the memory unit (paper §3.1, Eq. 2)."""
+
+    what: float = 0.55
+    """Weight of ``w_what`` in ``h_i`` (paper Eq. 2)."""
+    where: float = 0.35
+    """Weight of ``w_where`` in ``h_i`` (paper Eq. 2)."""
+    gate: float = 0.10
+    """Weight of the gate vector ``g_i`` (paper Eq. 2); chosen gate: ``L2(w_what * w_where)``."""
+    period: float = 1.0
+    """Period P of the log-time offsets written into ``h[0]`` and ``h[1]`` (chosen: 1, so the
+    offset stays in [0, 1) like the unit-norm coordinates it is added to)."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.what, self.where, self.gate) and min(self.what, self.where,
+               self.gate) >= 0 and self.what + self.where + self.gate > 0, "FusionConfig",
+               "what/where/gate", "finite, >= 0 and not all 0", (self.what, self.where, self.gate))
+        _check(_finite(self.period) and self.period > 0, "FusionConfig", "period", "> 0",
+               self.period)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeywordRule:
+    """One row of the paper's keyword fallback table (SPEC §2)."""
+
+    label: str
+    pi: float
+    tau_s: float
+    keywords: tuple[str, ...]
+
+
+#: The paper's keyword fallback, first match wins (SPEC §2, paper App. F.3).
+PAPER_KEYWORD_RULES: tuple[KeywordRule, ...] = (
+    KeywordRule(label="ephemeral", pi=0.9, tau_s=2 * HOUR_S,
+                keywords=("today", "immediate", "right now", "session", "temporary")),
+    KeywordRule(label="procedural", pi=0.3, tau_s=10 * DAY_S,
+                keywords=("how to", "steps", "process", "procedure", "workflow")),
+    KeywordRule(label="task_specific", pi=0.6, tau_s=24 * HOUR_S,
+                keywords=("task", "ticket", "issue", "meeting", "project")),
+)
+
+LABELS: tuple[str, ...] = ("factual", "procedural", "task_specific", "ephemeral")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClassifierConfig:
+    """Perishability classification ``phi(text, context) -> (label, pi, tau)`` (paper §3.2)."""
+
+    keyword_rules: tuple[KeywordRule, ...] = PAPER_KEYWORD_RULES
+    """Keyword fallback rules, first match wins (paper App. F.3)."""
+    default_label: str = "factual"
+    """Label when no rule matches (paper)."""
+    default_pi: float = 0.1
+    """pi when no rule matches (paper: ~0.1)."""
+    default_tau_s: float = 45 * DAY_S
+    """tau when no rule matches (paper: 45 days)."""
+    context_perturbation_max: float = 0.05
+    """Largest pi perturbation from what/where divergence for the default label (paper: <= 0.05;
+    chosen form: ``0.05 * clip(1 - cos(w_what, w_where), 0, 1)`` when a context is given)."""
+    tau_min_s: float = 60.0
+    """Lower clip of tau (chosen: one minute, the shortest horizon worth storing)."""
+    tau_max_s: float = 5 * YEAR_S
+    """Upper clip of tau (chosen: five years)."""
+    pi_min: float = 1e-3
+    """Lower clip of pi, keeping it in (0, 1] as the paper requires (chosen)."""
+    offline: str = "keyword"
+    """Offline estimator when no LLM is configured or it fails: ``"keyword"`` (the paper's rule)."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.tau_min_s, self.tau_max_s) and 0 < self.tau_min_s < self.tau_max_s,
+               "ClassifierConfig", "tau_min_s/tau_max_s", "finite with 0 < tau_min_s < tau_max_s",
+               (self.tau_min_s, self.tau_max_s))
+        _check(_finite(self.pi_min) and 0 < self.pi_min < 1, "ClassifierConfig", "pi_min",
+               "in (0, 1)", self.pi_min)
+        _check(self.default_label in LABELS, "ClassifierConfig", "default_label",
+               f"one of {LABELS}", self.default_label)
+        _check(_finite(self.default_pi) and 0 < self.default_pi <= 1, "ClassifierConfig",
+               "default_pi", "in (0, 1]", self.default_pi)
+        _check(_finite(self.context_perturbation_max) and 0 <= self.context_perturbation_max < 1,
+               "ClassifierConfig", "context_perturbation_max", "in [0, 1)",
+               self.context_perturbation_max)
+        for rule in self.keyword_rules:
+            _check(rule.label in LABELS and 0 < rule.pi <= 1 and rule.tau_s > 0,
+                   "ClassifierConfig", "keyword_rules", "rules with a known label, pi in (0, 1] "
+                   "and tau_s > 0", rule)
+        _check(self.offline in ("keyword",), "ClassifierConfig", "offline", "'keyword'",
+               self.offline)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DecayConfig:
+    """Utility decay ``U = V exp(-pi (t_q - t_i) / tau)`` (paper §3.2, Eq. 3)."""
+
+    default_value: float = 1.0
+    """Base value V of a new memory (chosen: 1, so U/V reads as a fraction)."""
+    stale_ratio: float = 0.5
+    """A hit is *stale* when ``U / V < stale_ratio`` at the query time (chosen: 0.5, the
+    half-life: the memory has lost half its utility; at ``age = ln 2 * tau / pi``)."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.default_value) and self.default_value > 0, "DecayConfig",
+               "default_value", "> 0", self.default_value)
+        _check(_finite(self.stale_ratio) and 0 < self.stale_ratio < 1, "DecayConfig",
+               "stale_ratio", "in (0, 1)", self.stale_ratio)
+
+
+#: Keyword biases of the adaptive weights (SPEC §3). Component -> (bias, words).
+PAPER_WEIGHT_BIASES: tuple[tuple[str, float, tuple[str, ...]], ...] = (
+    ("when", 1.5, ("latest", "recent", "today", "stale")),
+    ("where", 1.0, ("context", "project", "session", "workspace")),
+    ("what", 0.8, ("what", "which", "fact", "detail", "remember")),
+    ("graph", 0.8, ("related", "connected", "neighbor", "link")),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WeightConfig:
+    """Query-adaptive weights ``[a, b, g, d] = softmax(...)`` (paper §3.3, Eq. 6)."""
+
+    base_logits: tuple[float, float, float, float] = (1.5, 1.0, 1.0, 1.0)
+    """Base logits for what, where, when, graph (paper Eq. 6)."""
+    what_norm_coef: float = 0.20
+    """Coefficient of ``||e_q||`` in the what logit (paper Eq. 6)."""
+    where_norm_coef: float = 0.10
+    """Coefficient of ``||c_q||`` in the where logit (paper Eq. 6)."""
+    when_log_coef: float = 0.2
+    """Coefficient of ``log(dt_q + 1)`` in the when logit (paper Eq. 6)."""
+    when_log_cap: float = 2.0
+    """Cap of that term (paper Eq. 6). ``dt_q`` is the time from the newest memory to the query
+    (chosen; SPEC §3)."""
+    keyword_biases: tuple[tuple[str, float, tuple[str, ...]], ...] = PAPER_WEIGHT_BIASES
+    """Keyword biases per component (paper §3.3); a word counts once per component."""
+
+    def __post_init__(self) -> None:
+        _check(len(self.base_logits) == 4 and _finite(*self.base_logits), "WeightConfig",
+               "base_logits", "four finite numbers", self.base_logits)
+        _check(_finite(self.what_norm_coef, self.where_norm_coef, self.when_log_coef,
+                       self.when_log_cap), "WeightConfig", "coefficients", "finite",
+               (self.what_norm_coef, self.where_norm_coef, self.when_log_coef, self.when_log_cap))
+        for comp, bias, _words in self.keyword_biases:
+            _check(comp in ("what", "where", "when", "graph") and _finite(bias), "WeightConfig",
+                   "keyword_biases", "(component, finite bias, words) triples", comp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GraphConfig:
+    """The typed episodic graph and its one-hop bonus (paper §3.4, Eq. 7-8)."""
+
+    weight_semantic: float = 0.40
+    """Weight of the semantic edge ``e_S`` in ``e_ij`` (paper Eq. 7)."""
+    weight_contextual: float = 0.30
+    """Weight of the contextual edge ``e_C`` (paper Eq. 7)."""
+    weight_temporal: float = 0.30
+    """Weight of the temporal edge ``e_T`` (paper Eq. 7)."""
+    theta_semantic: float = 0.75
+    """``e_S = cos(what_i, what_j)`` only when at least this (chosen, from the wordllama
+    calibration in SPEC: above the 99th percentile of unrelated pairs, below paraphrases)."""
+    theta_contextual: float = 0.75
+    """``e_C = cos(where_i, where_j)`` only when at least this (chosen, as theta_semantic)."""
+    lambda_temporal_per_s: float = 1.0 / HOUR_S
+    """Rate of the temporal edge ``exp(-lambda |t_i - t_j|)`` (chosen: one per hour)."""
+    delta_temporal_s: float = 24 * HOUR_S
+    """No temporal edge beyond this gap (chosen: one day)."""
+    max_neighbors: int = 16
+    """At most this many edges per memory, strongest kept (chosen: k_graph = 16)."""
+    min_edge_weight: float = 1e-3
+    """Edges weaker than this are not stored (chosen: below it the bonus is noise)."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.weight_semantic, self.weight_contextual, self.weight_temporal)
+               and min(self.weight_semantic, self.weight_contextual, self.weight_temporal) >= 0,
+               "GraphConfig", "edge weights", "finite and >= 0",
+               (self.weight_semantic, self.weight_contextual, self.weight_temporal))
+        _check(_finite(self.theta_semantic, self.theta_contextual)
+               and -1 <= self.theta_semantic <= 1 and -1 <= self.theta_contextual <= 1,
+               "GraphConfig", "theta_semantic/theta_contextual", "in [-1, 1]",
+               (self.theta_semantic, self.theta_contextual))
+        _check(_finite(self.lambda_temporal_per_s, self.delta_temporal_s)
+               and self.lambda_temporal_per_s >= 0 and self.delta_temporal_s >= 0,
+               "GraphConfig", "lambda_temporal_per_s/delta_temporal_s", ">= 0",
+               (self.lambda_temporal_per_s, self.delta_temporal_s))
+        _check(isinstance(self.max_neighbors, int) and 0 <= self.max_neighbors <= 256,
+               "GraphConfig", "max_neighbors", "an int in [0, 256]", self.max_neighbors)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RCIConfig:
+    """Retroactive Contextual Integration (paper §3.5, Eq. 9-12, Proposition 1)."""
+
+    theta: float = 0.6
+    """Affinity threshold ``theta_RCI`` on ``cos(what_i, what_n)`` (chosen: between the
+    wordllama 'related update' similarity 0.68 and the 99th percentile of unrelated pairs 0.62)."""
+    eta_value: float = 0.5
+    """Learning rate of the value update (chosen)."""
+    eta_pi: float = 0.5
+    """Learning rate of the perishability update (chosen)."""
+    eta_tau: float = 0.5
+    """Learning rate of the horizon update (chosen)."""
+    eta_what: float = 0.2
+    """Learning rate of the what-embedding contraction (chosen)."""
+    dv_max: float = 1.0
+    """Clip of ``|dV|`` at parse time (chosen)."""
+    dpi_max: float = 0.5
+    """Clip of ``|dpi|`` at parse time (chosen)."""
+    dtau_min: float = -0.9
+    """Lower clip of the relative horizon change (chosen; ``1 + eta_tau * dtau_min >= 0.1``)."""
+    dtau_max: float = 2.0
+    """Upper clip of the relative horizon change (chosen)."""
+    max_affected: int = 100_000
+    """Safety cap on memories touched by one event (chosen; far above realistic use)."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.theta) and -1 <= self.theta < 1, "RCIConfig", "theta", "in [-1, 1)",
+               self.theta)
+        for name in ("eta_value", "eta_pi", "eta_tau", "eta_what"):
+            v = getattr(self, name)
+            _check(_finite(v) and 0 <= v <= 1, "RCIConfig", name, "in [0, 1]", v)
+        _check(_finite(self.dv_max, self.dpi_max) and self.dv_max >= 0 and self.dpi_max >= 0,
+               "RCIConfig", "dv_max/dpi_max", ">= 0", (self.dv_max, self.dpi_max))
+        _check(_finite(self.dtau_min, self.dtau_max) and self.dtau_min <= 0 <= self.dtau_max
+               and 1 + self.eta_tau * self.dtau_min >= 0.1, "RCIConfig", "dtau_min/dtau_max",
+               "dtau_min <= 0 <= dtau_max with 1 + eta_tau * dtau_min >= 0.1",
+               (self.dtau_min, self.dtau_max))
+        _check(isinstance(self.max_affected, int) and self.max_affected >= 1, "RCIConfig",
+               "max_affected", "an int >= 1", self.max_affected)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BufferConfig:
+    """Prospective memory buffer (paper §3.6, Eq. 13, Proposition 2)."""
+
+    size: int = 64
+    """K, the number of memories loaded for a task (chosen)."""
+    theta: float = 0.55
+    """``theta_B``: a buffered hit is served when its score is at least this (chosen)."""
+    task_what_scale: float = 4.0
+    """``v_T = task_what_scale * Enc(task)`` (chosen: a light, parameter-free task encoder)."""
+    task_where_scale: float = 2.0
+    """``u_T = task_where_scale * Enc(task context)`` (chosen)."""
+    task_bias: float = -1.0
+    """``b_T`` (chosen: an unrelated memory gets P ~ 0.27, a close one ~ 0.95)."""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.size, int) and 1 <= self.size <= 100_000, "BufferConfig", "size",
+               "an int in [1, 100000]", self.size)
+        _check(_finite(self.theta, self.task_what_scale, self.task_where_scale, self.task_bias),
+               "BufferConfig", "theta/scales/bias", "finite",
+               (self.theta, self.task_what_scale, self.task_where_scale, self.task_bias))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetentionPolicy:
+    """What consolidation may never delete (paper §8, ethics: perishability is advisory)."""
+
+    protected_labels: frozenset[str] = frozenset()
+    """Labels whose memories are never pruned."""
+    protected_metadata_key: str = "protected"
+    """A memory whose user metadata has this key set to True is never pruned."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsolidationConfig:
+    """Value-weighted consolidation at a session end (paper §3.8, Eq. 14)."""
+
+    eps: float = 0.01
+    """Keep a memory whose utility exceeds this (chosen)."""
+    eps_graph: float = 0.05
+    """... or whose hub score ``sum_j e_ij U_j`` exceeds this (chosen; the query-free form of the
+    graph bonus, with S' = 1)."""
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
+    """Protected memories survive whatever their utility."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.eps, self.eps_graph) and self.eps >= 0 and self.eps_graph >= 0,
+               "ConsolidationConfig", "eps/eps_graph", ">= 0", (self.eps, self.eps_graph))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMConfig:
+    """How chat models are called for classification, RCI and annotation."""
+
+    timeout_s: float = 30.0
+    """A call slower than this counts as failed and the offline fallback is used (chosen)."""
+    annotate: bool = True
+    """Append the future-oriented annotation (paper §3.7) when an LLM is configured."""
+    max_reply_chars: int = 20_000
+    """Replies longer than this are rejected as malformed (chosen)."""
+
+    def __post_init__(self) -> None:
+        _check(_finite(self.timeout_s) and self.timeout_s > 0, "LLMConfig", "timeout_s", "> 0",
+               self.timeout_s)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchConfig:
+    """Candidate generation in front of exact scoring."""
+
+    candidates: int = 256
+    """Candidates fetched from Chroma per search in server mode, per channel (what, where,
+    recent), before exact re-scoring (chosen)."""
+    graph_neighbors: bool = True
+    """Pull the graph neighbours of candidates in as candidates too."""
+    mirror: bool | None = None
+    """Keep an in-memory mirror of the namespace and score exactly over all memories. ``None``:
+    on for embedded (``path=``) stores, off for client/server."""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.candidates, int) and self.candidates >= 1, "SearchConfig",
+               "candidates", "an int >= 1", self.candidates)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScrubJayConfig:
+    """Every hyperparameter of ScrubJay-MEM, grouped by mechanism (all frozen)."""
+
+    fusion: FusionConfig = field(default_factory=FusionConfig)
+    classifier: ClassifierConfig = field(default_factory=ClassifierConfig)
+    decay: DecayConfig = field(default_factory=DecayConfig)
+    weights: WeightConfig = field(default_factory=WeightConfig)
+    graph: GraphConfig = field(default_factory=GraphConfig)
+    rci: RCIConfig = field(default_factory=RCIConfig)
+    buffer: BufferConfig = field(default_factory=BufferConfig)
+    consolidation: ConsolidationConfig = field(default_factory=ConsolidationConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+    def __post_init__(self) -> None:
+        expected = {"fusion": FusionConfig, "classifier": ClassifierConfig, "decay": DecayConfig,
+                    "weights": WeightConfig, "graph": GraphConfig, "rci": RCIConfig,
+                    "buffer": BufferConfig, "consolidation": ConsolidationConfig,
+                    "llm": LLMConfig, "search": SearchConfig}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, expected[f.name]):
+                raise ConfigError(f"The {f.name!r} parameter of ScrubJayConfig must be a "
+                                  f"{expected[f.name].__name__}. Got {type(value).__name__} "
+                                  f"instead.")
+        _check(self.classifier.tau_min_s <= self.classifier.default_tau_s
+               <= self.classifier.tau_max_s, "ScrubJayConfig", "classifier.default_tau_s",
+               "inside [tau_min_s, tau_max_s]", self.classifier.default_tau_s)

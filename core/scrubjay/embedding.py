@@ -1,0 +1,194 @@
+"""Embedders: the protocol, adapters for LangChain / LlamaIndex / callables, and the default.
+
+The default is ``wordllama``'s bundled 256-d model, loaded from the package's own folder with
+downloads disabled, so nothing leaves the machine. Adapters are found by duck typing (an object
+with ``embed_documents`` is a LangChain ``Embeddings``; one with ``get_text_embedding_batch`` is a
+LlamaIndex embedding); this module imports neither framework.
+
+Every embedder returns L2-normalised float32 rows. An empty or blank text embeds to the zero
+vector without calling the model (an empty context has no 'where').
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import EmbeddingError, InvalidInputError
+from .unit import l2_normalize
+
+__all__ = [
+    "Embedder",
+    "WordLlamaEmbedder",
+    "LangChainEmbedder",
+    "LlamaIndexEmbedder",
+    "CallableEmbedder",
+    "as_embedder",
+]
+
+logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What scrubjay needs of an embedder."""
+
+    @property
+    def name(self) -> str:
+        """A stable name recorded with the store, so that a reopen with another model fails."""
+        ...
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> NDArray[np.float32]:
+        """Embed ``texts`` into an ``(n, d)`` float32 array of L2-normalised rows."""
+        ...
+
+
+class _BaseEmbedder:
+    """Shared checks: blank texts -> zero rows, shape and finiteness, normalisation."""
+
+    name: str = "embedder"
+    _dim: int | None = None
+
+    def _raw(self, texts: list[str], query: bool) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> NDArray[np.float32]:
+        texts = list(texts)
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        if not keep:
+            if self._dim is None:
+                self._dim = int(self._checked([texts[0] or "."] if texts else ["."],
+                                              query).shape[1])
+            return np.zeros((len(texts), self._dim), dtype=np.float32)
+        rows = self._checked([texts[i] for i in keep], query)
+        out = np.zeros((len(texts), rows.shape[1]), dtype=np.float32)
+        out[keep] = rows
+        return out
+
+    def _checked(self, texts: list[str], query: bool) -> NDArray[np.float32]:
+        try:
+            raw = self._raw(texts, query)
+            arr = np.asarray(raw, dtype=np.float32)
+        except EmbeddingError:
+            raise
+        except Exception as exc:
+            raise EmbeddingError(f"The embedder {self.name!r} failed on {len(texts)} texts: "
+                                 f"{type(exc).__name__}: {exc}") from exc
+        if arr.ndim != 2 or arr.shape[0] != len(texts) or arr.shape[1] < 2:
+            raise EmbeddingError(f"The embedder {self.name!r} must return one vector per text "
+                                 f"(shape ({len(texts)}, d)). Got shape {arr.shape} instead.")
+        if not np.isfinite(arr).all():
+            raise EmbeddingError(f"The embedder {self.name!r} returned NaN or infinite values.")
+        if self._dim is not None and arr.shape[1] != self._dim:
+            raise EmbeddingError(f"The embedder {self.name!r} changed dimension from "
+                                 f"{self._dim} to {arr.shape[1]}.")
+        self._dim = int(arr.shape[1])
+        return l2_normalize(arr)
+
+
+_WORDLLAMA_LOCK = threading.Lock()
+_WORDLLAMA_MODELS: dict[int, Any] = {}
+
+
+class WordLlamaEmbedder(_BaseEmbedder):
+    """The bundled offline default: ``wordllama`` (256-d, weights inside the PyPI package).
+
+    The model loads once per process, on first use, from the installed package's folder with
+    ``disable_download=True``.
+    """
+
+    def __init__(self, dim: int = 256) -> None:
+        self.dim = dim
+        self.name = f"wordllama-l2-supercat-{dim}"
+
+    def _model(self) -> Any:
+        with _WORDLLAMA_LOCK:
+            model = _WORDLLAMA_MODELS.get(self.dim)
+            if model is None:
+                try:
+                    import wordllama
+                    from wordllama import WordLlama
+
+                    model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent,
+                                           disable_download=True, dim=self.dim)
+                except Exception as exc:
+                    raise EmbeddingError(
+                        "The bundled wordllama model could not be loaded from the installed "
+                        f"package ({type(exc).__name__}: {exc}); reinstall 'wordllama' or pass "
+                        "your own embedder=...") from exc
+                _WORDLLAMA_MODELS[self.dim] = model
+            return model
+
+    def _raw(self, texts: list[str], query: bool) -> Any:
+        return self._model().embed(texts, norm=False)
+
+
+class LangChainEmbedder(_BaseEmbedder):
+    """Adapter for a LangChain ``Embeddings`` (``embed_documents`` / ``embed_query``)."""
+
+    def __init__(self, embeddings: Any, name: str | None = None) -> None:
+        self.embeddings = embeddings
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        cls = type(embeddings)
+        self.name = name or f"langchain:{cls.__module__}.{cls.__qualname__}:{model or ''}"
+
+    def _raw(self, texts: list[str], query: bool) -> Any:
+        if query and len(texts) == 1 and hasattr(self.embeddings, "embed_query"):
+            return [self.embeddings.embed_query(texts[0])]
+        return self.embeddings.embed_documents(texts)
+
+
+class LlamaIndexEmbedder(_BaseEmbedder):
+    """Adapter for a LlamaIndex ``BaseEmbedding`` (``get_text_embedding_batch``)."""
+
+    def __init__(self, embed_model: Any, name: str | None = None) -> None:
+        self.embed_model = embed_model
+        model = getattr(embed_model, "model_name", None)
+        cls = type(embed_model)
+        self.name = name or f"llamaindex:{cls.__module__}.{cls.__qualname__}:{model or ''}"
+
+    def _raw(self, texts: list[str], query: bool) -> Any:
+        if query and len(texts) == 1 and hasattr(self.embed_model, "get_query_embedding"):
+            return [self.embed_model.get_query_embedding(texts[0])]
+        return self.embed_model.get_text_embedding_batch(texts)
+
+
+class CallableEmbedder(_BaseEmbedder):
+    """Adapter for any callable ``texts -> vectors``."""
+
+    def __init__(self, fn: Callable[[list[str]], Any], name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or f"callable:{getattr(fn, '__qualname__', type(fn).__qualname__)}"
+
+    def _raw(self, texts: list[str], query: bool) -> Any:
+        return self.fn(texts)
+
+
+def as_embedder(obj: Any = None) -> Embedder:
+    """Turn ``obj`` into an :class:`Embedder`.
+
+    ``None`` gives the bundled default; an :class:`Embedder` is returned as it is; a LangChain
+    ``Embeddings``, a LlamaIndex embedding or a callable is wrapped.
+    """
+    if obj is None:
+        return WordLlamaEmbedder()
+    if isinstance(obj, _BaseEmbedder):
+        return obj
+    if hasattr(obj, "embed_documents"):
+        return LangChainEmbedder(obj)
+    if hasattr(obj, "get_text_embedding_batch"):
+        return LlamaIndexEmbedder(obj)
+    if isinstance(obj, Embedder):
+        return obj
+    if callable(obj):
+        return CallableEmbedder(obj)
+    raise InvalidInputError(
+        "The 'embedder' parameter of ScrubJayMemory must be None (the bundled model), a LangChain "
+        "Embeddings, a LlamaIndex embedding, an Embedder or a callable texts -> vectors. "
+        f"Got {type(obj).__name__} instead.")

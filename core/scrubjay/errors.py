@@ -1,0 +1,78 @@
+"""The exception tree of scrubjay.
+
+Every exception the package raises on purpose derives from :class:`ScrubJayError`, and each one
+also inherits the builtin a caller would naturally catch::
+
+    ScrubJayError(Exception)
+    ├── ConfigError(ValueError)              a configuration value is out of its documented range
+    │   └── EmbedderMismatchError            a store was written with another embedder
+    ├── InvalidInputError(ValueError, TypeError)  bad argument to the public API
+    │   └── InvalidNamespaceError            a namespace that cannot name a collection safely
+    ├── MemoryNotFoundError(KeyError)        no memory with that id in this namespace
+    ├── EmbeddingError(RuntimeError)         the embedder failed or returned unusable vectors
+    ├── LLMError(RuntimeError)               a chat model failed, hung or answered off-format
+    │                                        (caught internally: the offline fallback is used)
+    └── StoreError(RuntimeError)             the Chroma backend failed
+        └── StoreLockedError                 another process holds the embedded store
+
+Messages follow one template, after scikit-learn: "The 'x' parameter of Y must be ... Got ...
+instead."
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ScrubJayError",
+    "ConfigError",
+    "EmbedderMismatchError",
+    "InvalidInputError",
+    "InvalidNamespaceError",
+    "MemoryNotFoundError",
+    "EmbeddingError",
+    "LLMError",
+    "StoreError",
+    "StoreLockedError",
+]
+
+
+class ScrubJayError(Exception):
+    """Root of every exception raised by scrubjay on purpose."""
+
+
+class ConfigError(ScrubJayError, ValueError):
+    """A configuration value is outside its documented range."""
+
+
+class EmbedderMismatchError(ConfigError):
+    """The store was written with an embedder of another name or dimension."""
+
+
+class InvalidInputError(ScrubJayError, ValueError, TypeError):
+    """An argument of the public API has the wrong type or value."""
+
+
+class InvalidNamespaceError(InvalidInputError):
+    """A namespace name that cannot be mapped safely onto Chroma collections."""
+
+
+class MemoryNotFoundError(ScrubJayError, KeyError):
+    """No memory with the given id exists in this namespace."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence readable
+        return str(self.args[0]) if self.args else "memory not found"
+
+
+class EmbeddingError(ScrubJayError, RuntimeError):
+    """The embedder raised, or returned vectors of the wrong shape or with NaN/inf values."""
+
+
+class LLMError(ScrubJayError, RuntimeError):
+    """A chat model raised, timed out or answered in a form that could not be parsed."""
+
+
+class StoreError(ScrubJayError, RuntimeError):
+    """The Chroma backend failed; the original exception is chained as ``__cause__``."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the embedded (``PersistentClient``) store at this path."""

@@ -1,0 +1,164 @@
+"""The episodic graph: typed edges between memories and the one-hop bonus (paper §3.4).
+
+Edge weight (Eq. 7)::
+
+    e_ij = w_S e_S + w_C e_C + w_T e_T
+    e_S  = cos(what_i, what_j)   if >= theta_S else 0
+    e_C  = cos(where_i, where_j) if >= theta_C else 0
+    e_T  = exp(-lambda |t_i - t_j|) if |t_i - t_j| < Delta_T else 0
+
+Graph bonus (Eq. 8), with ``S'`` the score without its graph term (no recursion)::
+
+    Phi(m_i, G) = sum_{j in N(i)} e_ij S'(m_j) U(m_j)
+
+Each memory keeps at most ``max_neighbors`` edges, the strongest. The graph is a networkx
+``Graph`` whose nodes are memory ids; :func:`edge_weights` is the pure function that the
+linking uses, and :class:`EpisodicGraph` is the data structure.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+from numpy.typing import NDArray
+
+from .config import GraphConfig
+
+__all__ = ["Edge", "edge_weights", "EpisodicGraph"]
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One typed edge from a memory to ``other``."""
+
+    other: str
+    weight: float
+    semantic: float
+    contextual: float
+    temporal: float
+
+
+def edge_weights(what_i: NDArray[np.floating], where_i: NDArray[np.floating], t_i: float,
+                 what: NDArray[np.floating], where: NDArray[np.floating],
+                 t: NDArray[np.floating], cfg: GraphConfig) -> tuple[NDArray[np.float64], ...]:
+    """``(e_ij, e_S, e_C, e_T)`` of memory i against each row j (Eq. 7), as arrays.
+
+    >>> cfg = GraphConfig()
+    >>> e, s, c, tt = edge_weights(np.array([1.0, 0]), np.zeros(2), 0.0,
+    ...                            np.array([[0.8, 0.6]]), np.zeros((1, 2)), np.array([3600.0]), cfg)
+    >>> round(float(e[0]), 4)   # 0.4 * 0.8 + 0.3 * 0 + 0.3 * exp(-1)
+    0.4304
+    """
+    sim_s = np.asarray(what, np.float64) @ np.asarray(what_i, np.float64)
+    sim_c = np.asarray(where, np.float64) @ np.asarray(where_i, np.float64)
+    e_s = np.where(sim_s >= cfg.theta_semantic, sim_s, 0.0)
+    e_c = np.where(sim_c >= cfg.theta_contextual, sim_c, 0.0)
+    gap = np.abs(np.asarray(t, np.float64) - t_i)
+    e_t = np.where(gap < cfg.delta_temporal_s, np.exp(-cfg.lambda_temporal_per_s * gap), 0.0)
+    e = cfg.weight_semantic * e_s + cfg.weight_contextual * e_c + cfg.weight_temporal * e_t
+    return e, e_s, e_c, e_t
+
+
+class EpisodicGraph:
+    """Undirected typed graph over memory ids, degree-capped at ``cfg.max_neighbors``."""
+
+    def __init__(self, cfg: GraphConfig) -> None:
+        self.cfg = cfg
+        self.g: nx.Graph = nx.Graph()
+
+    def __len__(self) -> int:
+        return self.g.number_of_nodes()
+
+    def __contains__(self, node: object) -> bool:
+        return node in self.g
+
+    def add_node(self, node: str) -> None:
+        self.g.add_node(node)
+
+    def link(self, node: str, edges: Iterable[Edge]) -> set[str]:
+        """Add ``node``'s strongest edges, respecting every endpoint's degree cap.
+
+        Returns the ids whose adjacency changed (for persistence).
+        """
+        self.g.add_node(node)
+        cap = self.cfg.max_neighbors
+        changed: set[str] = set()
+        ranked = sorted((e for e in edges if e.other != node and e.other in self.g
+                         and e.weight >= self.cfg.min_edge_weight),
+                        key=lambda e: (-e.weight, e.other))
+        for e in ranked:
+            if self.g.degree(node) >= cap:
+                break
+            if self.g.has_edge(node, e.other):
+                continue
+            if self.g.degree(e.other) >= cap:
+                weakest = min(self.g[e.other].items(), key=lambda kv: (kv[1]["weight"], kv[0]))
+                if weakest[1]["weight"] >= e.weight:
+                    continue
+                self.g.remove_edge(e.other, weakest[0])
+                changed.add(weakest[0])
+            self.g.add_edge(node, e.other, weight=e.weight, semantic=e.semantic,
+                            contextual=e.contextual, temporal=e.temporal)
+            changed.update((node, e.other))
+        changed.add(node)
+        return changed
+
+    def remove(self, node: str) -> set[str]:
+        """Remove ``node``; returns its former neighbours (their adjacency changed)."""
+        if node not in self.g:
+            return set()
+        neighbours = set(self.g.neighbors(node))
+        self.g.remove_node(node)
+        return neighbours
+
+    def neighbors(self, node: str) -> list[tuple[str, float]]:
+        """``(neighbour, e_ij)`` pairs of ``node`` (empty for an unknown node)."""
+        if node not in self.g:
+            return []
+        return [(j, float(d["weight"])) for j, d in sorted(self.g[node].items())]
+
+    def bonus(self, nodes: Iterable[str], s_prime_u: Mapping[str, float]) -> dict[str, float]:
+        """``Phi(i) = sum_j e_ij * (S'(j) U(j))`` given the products ``S' U`` per neighbour."""
+        out: dict[str, float] = {}
+        for i in nodes:
+            total = 0.0
+            if i in self.g:
+                for j, d in sorted(self.g[i].items()):  # fixed order: reproducible sums
+                    total += d["weight"] * s_prime_u.get(j, 0.0)
+            out[i] = total
+        return out
+
+    def hub_scores(self, nodes: Iterable[str], utility: Mapping[str, float]) -> dict[str, float]:
+        """The query-free bonus ``sum_j e_ij U(j)`` used by consolidation (S' = 1, chosen)."""
+        return self.bonus(nodes, utility)
+
+    # -- persistence: each memory's adjacency as a compact JSON string in its metadata -----
+    def dumps(self, node: str) -> str:
+        """``node``'s edges as JSON ``[[other, weight, e_S, e_C, e_T], ...]``."""
+        if node not in self.g:
+            return "[]"
+        rows = [[j, float(d["weight"]), float(d["semantic"]), float(d["contextual"]),
+                 float(d["temporal"])] for j, d in sorted(self.g[node].items())]
+        return json.dumps(rows, separators=(",", ":"))
+
+    def loads(self, node: str, payload: str | None) -> None:
+        """Restore ``node``'s edges from :meth:`dumps` output; unknown ids are skipped later."""
+        self.g.add_node(node)
+        if not payload:
+            return
+        try:
+            rows = json.loads(payload)
+        except ValueError:
+            return
+        for row in rows:
+            if isinstance(row, list) and len(row) == 5 and isinstance(row[0], str):
+                self.g.add_edge(node, row[0], weight=float(row[1]), semantic=float(row[2]),
+                                contextual=float(row[3]), temporal=float(row[4]))
+
+    def prune_unknown(self, known: set[str]) -> None:
+        """Drop nodes that :meth:`loads` created for ids no longer stored."""
+        self.g.remove_nodes_from([n for n in list(self.g.nodes) if n not in known])

@@ -1,0 +1,150 @@
+"""An in-memory copy of one namespace as aligned numpy arrays (embedded stores).
+
+Rows are appended in amortised O(1) (capacity doubling) and removed by swapping in the last row.
+The arrays are the input of the vectorised scoring; Chroma stays the source of truth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .types import MemoryRecord
+
+__all__ = ["Rows", "Mirror"]
+
+
+@dataclass(slots=True)
+class Rows:
+    """Aligned arrays for a set of memories (a mirror view or a fetched candidate block)."""
+
+    records: list[MemoryRecord]
+    what: NDArray[np.float32]
+    where: NDArray[np.float32]
+    value: NDArray[np.float64]
+    pi: NDArray[np.float64]
+    tau: NDArray[np.float64]
+    t: NDArray[np.float64]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+    @classmethod
+    def build(cls, records: Sequence[MemoryRecord], what: NDArray[np.float32],
+              where: NDArray[np.float32]) -> Rows:
+        return cls(records=list(records), what=what, where=where,
+                   value=np.array([r.value for r in records], dtype=np.float64),
+                   pi=np.array([r.pi for r in records], dtype=np.float64),
+                   tau=np.array([r.tau_s for r in records], dtype=np.float64),
+                   t=np.array([r.created_at_s for r in records], dtype=np.float64))
+
+    def take(self, idx: Sequence[int] | NDArray[np.intp]) -> Rows:
+        idx = np.asarray(idx, dtype=np.intp)
+        return Rows(records=[self.records[i] for i in idx], what=self.what[idx],
+                    where=self.where[idx], value=self.value[idx], pi=self.pi[idx],
+                    tau=self.tau[idx], t=self.t[idx])
+
+
+class Mirror:
+    """All memories of a namespace, growable, with an id -> row map."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.n = 0
+        self._cap = 0
+        self.row_of: dict[str, int] = {}
+        self._records: list[MemoryRecord] = []
+        self._alloc(1024)
+        self.wdeg = np.zeros(self._cap)  # weighted degree, for the exactness bound of Phi
+
+    def _alloc(self, cap: int) -> None:
+        def grow(old: NDArray | None, shape: tuple[int, ...], dtype: type) -> NDArray:
+            new = np.zeros(shape, dtype=dtype)
+            if old is not None and self.n:
+                new[: self.n] = old[: self.n]
+            return new
+
+        self._what = grow(getattr(self, "_what", None), (cap, self.dim), np.float32)
+        self._where = grow(getattr(self, "_where", None), (cap, self.dim), np.float32)
+        for name in ("_value", "_pi", "_tau", "_t"):
+            setattr(self, name, grow(getattr(self, name, None), (cap,), np.float64))
+        if hasattr(self, "wdeg"):
+            self.wdeg = grow(self.wdeg, (cap,), np.float64)
+        self._cap = cap
+
+    def __len__(self) -> int:
+        return self.n
+
+    def view(self) -> Rows:
+        """Arrays over all rows (views, not copies: do not keep them across writes)."""
+        n = self.n
+        return Rows(records=self._records, what=self._what[:n], where=self._where[:n],
+                    value=self._value[:n], pi=self._pi[:n], tau=self._tau[:n], t=self._t[:n])
+
+    def record(self, mid: str) -> MemoryRecord | None:
+        row = self.row_of.get(mid)
+        return None if row is None else self._records[row]
+
+    def append(self, records: Sequence[MemoryRecord], what: NDArray[np.float32],
+               where: NDArray[np.float32]) -> None:
+        for rec in records:
+            if rec.id in self.row_of:
+                self.remove([rec.id])
+        need = self.n + len(records)
+        if need > self._cap:
+            self._alloc(max(need, 2 * self._cap))
+        lo, hi = self.n, need
+        self._what[lo:hi] = what
+        self._where[lo:hi] = where
+        self._value[lo:hi] = [r.value for r in records]
+        self._pi[lo:hi] = [r.pi for r in records]
+        self._tau[lo:hi] = [r.tau_s for r in records]
+        self._t[lo:hi] = [r.created_at_s for r in records]
+        self.wdeg[lo:hi] = 0.0
+        for i, rec in enumerate(records):
+            self.row_of[rec.id] = lo + i
+            self._records.append(rec)
+        self.n = hi
+
+    def update(self, records: Sequence[MemoryRecord],
+               what: NDArray[np.float32] | None = None) -> None:
+        """Replace records (value, pi, tau...) and optionally their what-vectors."""
+        for i, rec in enumerate(records):
+            row = self.row_of[rec.id]
+            self._records[row] = rec
+            self._value[row], self._pi[row], self._tau[row] = rec.value, rec.pi, rec.tau_s
+            if what is not None:
+                self._what[row] = what[i]
+
+    def set_wdeg(self, mid: str, weight: float) -> None:
+        row = self.row_of.get(mid)
+        if row is not None:
+            self.wdeg[row] = weight
+
+    def remove(self, ids: Sequence[str]) -> None:
+        for mid in ids:
+            row = self.row_of.pop(mid, None)
+            if row is None:
+                continue
+            last = self.n - 1
+            if row != last:
+                for arr in (self._what, self._where, self._value, self._pi, self._tau, self._t,
+                            self.wdeg):
+                    arr[row] = arr[last]
+                moved = self._records[last]
+                self._records[row] = moved
+                self.row_of[moved.id] = row
+            self._records.pop()
+            self.n = last
+
+    def replace_record(self, mid: str, **changes: object) -> MemoryRecord:
+        rec = replace(self._records[self.row_of[mid]], **changes)  # type: ignore[arg-type]
+        self.update([rec])
+        return rec

@@ -1,0 +1,79 @@
+"""Query-adaptive What-Where-When(-Graph) scoring (paper §3.3, Eq. 5-6). Pure numpy.
+
+.. math::
+
+    S(m_i, q, t_q) = a_q \\cos(w^{what}_i, e_q) + b_q \\cos(w^{where}_i, c_q)
+                   + g_q U(m_i, t_q) + d_q \\Phi(m_i, G)
+
+    [a_q, b_q, g_q, d_q] = \\mathrm{softmax}([1.5 + \\beta_{what} + 0.2 \\|e_q\\|,
+        1.0 + \\beta_{where} + 0.1 \\|c_q\\|, 1.0 + \\beta_{when} + \\min(2, 0.2 \\log(\\Delta t_q + 1)),
+        1.0 + \\beta_{graph}])
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .config import WeightConfig
+
+__all__ = ["keyword_biases", "adaptive_weights", "combine"]
+
+_COMPONENTS = ("what", "where", "when", "graph")
+_WORD_RE = re.compile(r"[a-z0-9']+")
+
+
+def keyword_biases(query: str, cfg: WeightConfig) -> NDArray[np.float64]:
+    """Bias per component (what, where, when, graph) from the query's words (paper §3.3).
+
+    A component's bias counts once, however many of its words occur. Multi-word keywords match
+    as phrases.
+    """
+    lowered = query.lower()
+    words = set(_WORD_RE.findall(lowered))
+    out = np.zeros(4)
+    for comp, bias, keywords in cfg.keyword_biases:
+        if any((kw in lowered) if " " in kw else (kw in words) for kw in keywords):
+            out[_COMPONENTS.index(comp)] += bias
+    return out
+
+
+def adaptive_weights(query: str, e_q_norm: float, c_q_norm: float, dt_q_s: float,
+                     cfg: WeightConfig) -> NDArray[np.float64]:
+    """The four weights of Eq. 6; they are positive and sum to 1.
+
+    Parameters
+    ----------
+    query : str
+        The query text (for the keyword biases).
+    e_q_norm, c_q_norm : float
+        Norms of the query and query-context embeddings (1 and 0 or 1 for unit embedders).
+    dt_q_s : float
+        Seconds from the newest memory to the query time (chosen, SPEC §3); clamped at 0.
+
+    Examples
+    --------
+    No keyword, unit query, no context, no elapsed time:
+    logits [1.7, 1, 1, 1], so a = e^0.7 / (e^0.7 + 3) = 2.0138 / 5.0138.
+
+    >>> [round(float(w), 4) for w in adaptive_weights("my dog", 1.0, 0.0, 0.0, WeightConfig())]
+    [0.4016, 0.1995, 0.1995, 0.1995]
+    """
+    when_term = min(cfg.when_log_cap, cfg.when_log_coef * math.log(max(0.0, dt_q_s) + 1.0))
+    base = np.asarray(cfg.base_logits, dtype=np.float64)
+    logits = base + keyword_biases(query, cfg) + np.array(
+        [cfg.what_norm_coef * e_q_norm, cfg.where_norm_coef * c_q_norm, when_term, 0.0])
+    z = np.exp(logits - logits.max())
+    return z / z.sum()
+
+
+def combine(weights: NDArray[np.float64], what: NDArray[np.floating],
+            where: NDArray[np.floating], when: NDArray[np.floating],
+            graph: NDArray[np.floating]) -> NDArray[np.float64]:
+    """``S = a*what + b*where + g*when + d*graph`` for arrays of components."""
+    a, b, g, d = (float(w) for w in weights)
+    return (a * np.asarray(what, np.float64) + b * np.asarray(where, np.float64)
+            + g * np.asarray(when, np.float64) + d * np.asarray(graph, np.float64))

@@ -1,0 +1,383 @@
+"""Chroma persistence: the only module that imports chromadb.
+
+A namespace ``ns`` lives in two collections (cosine space, no Chroma embedding function, so
+Chroma never downloads a model):
+
+* ``sj_{ns}_what``: one record per memory; embedding ``w_what``; document = the text; metadata =
+  perishability and bookkeeping (keys below) plus the user's metadata. Its collection metadata
+  records the schema version, the embedder's name and dimension and the prospective buffer.
+* ``sj_{ns}_where``: the same ids, embedding ``w_where``; only memories with a non-empty
+  context have a row (an empty context embeds to the zero vector).
+
+Write order makes a crash safe: ``where`` is written before ``what`` and deleted after it, so a
+memory exists exactly when its ``what`` record does; :meth:`ChromaStore.reconcile` removes
+``where`` rows left behind. An embedded (``path=``) store is locked to one process with an
+exclusive ``flock`` on ``PATH/scrubjay-<ns>.lock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import EmbedderMismatchError, StoreError, StoreLockedError
+
+__all__ = ["ChromaStore", "StoredRow", "distance_to_similarity", "SCHEMA_VERSION"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_PAGE = 2_000
+_USER_PREFIX = "u_"
+# Chroma's upper bound on one add/upsert batch is several thousand; stay well below it.
+_WRITE_BATCH = 1_000
+
+
+def distance_to_similarity(distance: NDArray[np.floating] | float) -> NDArray[np.float64]:
+    """Chroma's cosine *distance* to cosine *similarity*: ``sim = 1 - distance``."""
+    return 1.0 - np.asarray(distance, dtype=np.float64)
+
+
+@dataclass(slots=True)
+class StoredRow:
+    """One memory as read back from Chroma."""
+
+    id: str
+    text: str
+    meta: dict[str, Any]
+    what: NDArray[np.float32] | None = None
+    where: NDArray[np.float32] | None = None
+
+
+def _wrap(action: str, exc: Exception) -> StoreError:
+    return StoreError(f"Chroma failed to {action}: {type(exc).__name__}: {exc}")
+
+
+def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """Scalar user metadata, prefixed, so that Chroma ``where`` filters can use it."""
+    out = {}
+    for key, value in meta.items():
+        if isinstance(value, (str, int, float, bool)):
+            out[_USER_PREFIX + key] = value
+    return out
+
+
+class ChromaStore:
+    """The two Chroma collections of one namespace."""
+
+    def __init__(self, *, client: Any, namespace: str, path: str | None = None) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.path = path
+        try:
+            self.what = client.get_or_create_collection(
+                f"sj_{namespace}_what", embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}})
+            self.where = client.get_or_create_collection(
+                f"sj_{namespace}_where", embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}})
+        except Exception as exc:
+            self.close()
+            raise _wrap(f"open the collections of namespace {namespace!r}", exc) from exc
+
+    @classmethod
+    def open_path(cls, path: str | os.PathLike[str], namespace: str) -> ChromaStore:
+        """Open (creating) an embedded store; the folder is locked to this process."""
+        key = str(Path(path).resolve())
+        client = _EmbeddedClients.acquire(key)
+        try:
+            return cls(client=client, namespace=namespace, path=key)
+        except Exception:
+            _EmbeddedClients.release(key)
+            raise
+
+    def close(self) -> None:
+        """Release this store's share of the embedded client and its process lock."""
+        if self.path is not None:
+            _EmbeddedClients.release(self.path)
+            self.path = None
+
+    # -- collection metadata: schema, embedder, buffer -------------------------------------
+    def state(self) -> dict[str, Any]:
+        try:
+            return dict(self.what.metadata or {})
+        except Exception as exc:
+            raise _wrap("read the collection metadata", exc) from exc
+
+    def set_state(self, **values: Any) -> None:
+        current = self.state()
+        current.update({k: v for k, v in values.items() if v is not None})
+        for k in [k for k, v in values.items() if v is None]:
+            current.pop(k, None)
+        try:
+            self.what.modify(metadata=current)
+        except Exception as exc:
+            raise _wrap("write the collection metadata", exc) from exc
+
+    def check_embedder(self, name: str, dim: int) -> None:
+        """Record the embedder on first use; refuse another one later."""
+        state = self.state()
+        if "sj_embedder" not in state:
+            self.set_state(sj_schema=SCHEMA_VERSION, sj_embedder=name, sj_dim=dim)
+            return
+        if int(state.get("sj_dim", dim)) != dim or (
+                state["sj_embedder"] != name and not str(name).startswith("callable:")):
+            raise EmbedderMismatchError(
+                f"The namespace {self.namespace!r} was written with the embedder "
+                f"{state['sj_embedder']!r} ({state.get('sj_dim')}-d); it cannot be searched with "
+                f"{name!r} ({dim}-d). Reopen it with the same embedder, or use a new namespace.")
+
+    def recorded_embedder(self) -> tuple[str, int] | None:
+        state = self.state()
+        if "sj_embedder" not in state:
+            return None
+        return str(state["sj_embedder"]), int(state["sj_dim"])
+
+    # -- writes ----------------------------------------------------------------------------
+    def upsert(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
+               what: NDArray[np.float32], where: NDArray[np.float32]) -> None:
+        """Write memories (where first, then what: a memory exists once its what row does)."""
+        has_where = [i for i in range(len(ids)) if np.any(where[i])]
+        try:
+            for lo in range(0, len(has_where), _WRITE_BATCH):
+                part = has_where[lo:lo + _WRITE_BATCH]
+                self.where.upsert(ids=[ids[i] for i in part],
+                                  embeddings=where[part].astype(np.float32))
+            for lo in range(0, len(ids), _WRITE_BATCH):
+                sl = slice(lo, lo + _WRITE_BATCH)
+                self.what.upsert(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
+                                 documents=list(texts[sl]), metadatas=list(metas[sl]))
+        except Exception as exc:
+            raise _wrap(f"write {len(ids)} memories", exc) from exc
+
+    def update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
+                    what: NDArray[np.float32] | None = None) -> None:
+        """Merge metadata into existing records (a key set to None is removed)."""
+        try:
+            for lo in range(0, len(ids), _WRITE_BATCH):
+                sl = slice(lo, lo + _WRITE_BATCH)
+                if what is None:
+                    self.what.update(ids=list(ids[sl]), metadatas=list(metas[sl]))
+                else:
+                    self.what.update(ids=list(ids[sl]), metadatas=list(metas[sl]),
+                                     embeddings=what[sl].astype(np.float32))
+        except Exception as exc:
+            raise _wrap(f"update {len(ids)} memories", exc) from exc
+
+    def delete(self, ids: Sequence[str]) -> None:
+        """Delete memories (what first, then where)."""
+        if not ids:
+            return
+        try:
+            for lo in range(0, len(ids), _WRITE_BATCH):
+                self.what.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
+            for lo in range(0, len(ids), _WRITE_BATCH):
+                self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
+        except Exception as exc:
+            raise _wrap(f"delete {len(ids)} memories", exc) from exc
+
+    # -- reads -----------------------------------------------------------------------------
+    def count(self) -> int:
+        try:
+            return int(self.what.count())
+        except Exception as exc:
+            raise _wrap("count memories", exc) from exc
+
+    def get(self, ids: Sequence[str], *, vectors: bool = False) -> list[StoredRow]:
+        """Rows for ``ids`` that exist, in the order given."""
+        if not ids:
+            return []
+        include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
+        try:
+            got = self.what.get(ids=list(ids), include=include)
+            where_vecs: dict[str, NDArray[np.float32]] = {}
+            if vectors:
+                w = self.where.get(ids=list(ids), include=["embeddings"])
+                for i, rid in enumerate(w["ids"]):
+                    where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
+        except Exception as exc:
+            raise _wrap(f"read {len(ids)} memories", exc) from exc
+        rows = {}
+        for i, rid in enumerate(got["ids"]):
+            row = StoredRow(id=rid, text=got["documents"][i] or "",
+                            meta=dict(got["metadatas"][i] or {}))
+            if vectors:
+                row.what = np.asarray(got["embeddings"][i], dtype=np.float32)
+                row.where = where_vecs.get(rid)
+            rows[rid] = row
+        return [rows[i] for i in ids if i in rows]
+
+    def iter_all(self, *, vectors: bool = True) -> Iterator[StoredRow]:
+        """Every memory, paged (used to build the in-memory mirror and by ``inspect``)."""
+        include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
+        offset = 0
+        while True:
+            try:
+                got = self.what.get(include=include, limit=_PAGE, offset=offset)
+                ids = got["ids"]
+                where_vecs: dict[str, NDArray[np.float32]] = {}
+                if vectors and ids:
+                    w = self.where.get(ids=ids, include=["embeddings"])
+                    for i, rid in enumerate(w["ids"]):
+                        where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
+            except Exception as exc:
+                raise _wrap("read the namespace", exc) from exc
+            for i, rid in enumerate(ids):
+                row = StoredRow(id=rid, text=got["documents"][i] or "",
+                                meta=dict(got["metadatas"][i] or {}))
+                if vectors:
+                    row.what = np.asarray(got["embeddings"][i], dtype=np.float32)
+                    row.where = where_vecs.get(rid)
+                yield row
+            if len(ids) < _PAGE:
+                return
+            offset += _PAGE
+
+    def query(self, which: str, vector: NDArray[np.float32], n: int,
+              where: dict[str, Any] | None = None) -> tuple[list[str], NDArray[np.float64]]:
+        """Top-``n`` ids by cosine similarity in the ``what`` or ``where`` collection."""
+        col = self.what if which == "what" else self.where
+        try:
+            total = col.count()
+            if total == 0 or n <= 0:
+                return [], np.zeros(0)
+            got = col.query(query_embeddings=[vector.astype(np.float32)],
+                            n_results=min(n, total), include=["distances"], where=where)
+        except Exception as exc:
+            raise _wrap(f"query the {which} collection", exc) from exc
+        return list(got["ids"][0]), distance_to_similarity(got["distances"][0])
+
+    def ids_in_time_range(self, lo_s: float, hi_s: float, limit: int) -> list[str]:
+        """Ids of memories created in ``[lo_s, hi_s]`` (for temporal edges, server mode)."""
+        try:
+            got = self.what.get(where={"$and": [{"sj_t": {"$gte": lo_s}},
+                                                {"sj_t": {"$lte": hi_s}}]},
+                                limit=limit, include=[])
+        except Exception as exc:
+            raise _wrap("query by time", exc) from exc
+        return list(got["ids"])
+
+    def reconcile(self) -> int:
+        """Delete ``where`` rows whose memory does not exist (left by a crash). Returns count."""
+        try:
+            what_ids = set(self.what.get(include=[])["ids"])
+            where_ids = set(self.where.get(include=[])["ids"])
+            orphans = sorted(where_ids - what_ids)
+            if orphans:
+                for lo in range(0, len(orphans), _WRITE_BATCH):
+                    self.where.delete(ids=orphans[lo:lo + _WRITE_BATCH])
+                logger.info("Removed %d orphaned where-rows in namespace %r", len(orphans),
+                            self.namespace)
+        except Exception as exc:
+            raise _wrap("reconcile the collections", exc) from exc
+        return len(orphans)
+
+    # -- namespaces ------------------------------------------------------------------------
+    @staticmethod
+    def list_namespaces(client: Any) -> list[str]:
+        try:
+            names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
+        except Exception as exc:
+            raise _wrap("list collections", exc) from exc
+        return sorted(n[3:-5] for n in names if n.startswith("sj_") and n.endswith("_what"))
+
+    @staticmethod
+    def list_namespaces_at(path: str) -> list[str]:
+        """Namespaces of an embedded store folder (takes its process lock meanwhile)."""
+        key = str(Path(path).resolve())
+        client = _EmbeddedClients.acquire(key)
+        try:
+            return ChromaStore.list_namespaces(client)
+        finally:
+            _EmbeddedClients.release(key)
+
+    def drop(self) -> None:
+        """Delete both collections of this namespace."""
+        for suffix in ("what", "where"):
+            with contextlib.suppress(Exception):
+                self.client.delete_collection(f"sj_{self.namespace}_{suffix}")
+
+
+def dumps_user_meta(meta: Mapping[str, Any]) -> str:
+    return json.dumps(dict(meta), separators=(",", ":"), sort_keys=True)
+
+
+def loads_user_meta(payload: Any) -> dict[str, Any]:
+    if not isinstance(payload, str) or not payload:
+        return {}
+    try:
+        out = json.loads(payload)
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+class _EmbeddedClients:
+    """One ``PersistentClient`` and one ``flock`` per folder per process, reference-counted.
+
+    Several namespaces (several ``ScrubJayMemory`` objects) in one process share them; a second
+    *process* gets :class:`StoreLockedError` instead of risking a corrupted store.
+    """
+
+    _lock = threading.Lock()
+    _open: dict[str, tuple[Any, Any, int]] = {}
+
+    @classmethod
+    def acquire(cls, folder: str) -> Any:
+        with cls._lock:
+            if folder in cls._open:
+                client, handle, refs = cls._open[folder]
+                cls._open[folder] = (client, handle, refs + 1)
+                return client
+            p = Path(folder)
+            try:
+                p.mkdir(parents=True, exist_ok=True)
+                handle = open(p / "scrubjay.lock", "a+")  # noqa: SIM115 - held while open
+            except OSError as exc:
+                raise StoreError(f"Cannot create the store folder {folder!r}: {exc}") from exc
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                handle.close()
+                raise StoreLockedError(
+                    f"The embedded store at {folder!r} is in use by another process. A Chroma "
+                    "PersistentClient folder must have a single writer process; for several "
+                    "processes run `chroma run --path DIR --port P` and pass "
+                    "client=chromadb.HttpClient(host=..., port=...).") from exc
+            try:
+                import chromadb
+                from chromadb.config import Settings
+
+                client = chromadb.PersistentClient(
+                    path=folder, settings=Settings(anonymized_telemetry=False))
+            except Exception as exc:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                handle.close()
+                raise _wrap(f"open the store at {folder!r}", exc) from exc
+            cls._open[folder] = (client, handle, 1)
+            return client
+
+    @classmethod
+    def release(cls, folder: str) -> None:
+        with cls._lock:
+            if folder not in cls._open:
+                return
+            client, handle, refs = cls._open[folder]
+            if refs > 1:
+                cls._open[folder] = (client, handle, refs - 1)
+                return
+            del cls._open[folder]
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()

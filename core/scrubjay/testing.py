@@ -1,0 +1,111 @@
+"""Helpers for tests, notebooks and examples: a deterministic embedder, a frozen clock, a
+scripted chat model and a small corpus. Nothing here touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .embedding import CallableEmbedder
+
+__all__ = ["HashEmbedder", "FrozenClock", "ScriptedLLM", "WEEK_OF_MEMORIES"]
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class HashEmbedder(CallableEmbedder):
+    """Bag-of-words hashing embedder: texts sharing words get similar vectors.
+
+    Deterministic across processes and platforms (blake2b of each lower-cased token), fast, and
+    good enough to make retrieval tests meaningful without a model.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        super().__init__(self._embed, name=f"hash-bow-{dim}")
+        self.dim = dim
+
+    def _embed(self, texts: list[str]) -> NDArray[np.float32]:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            tokens = _TOKEN.findall(text.lower()) or ["<empty>"]
+            for tok in tokens:
+                h = hashlib.blake2b(tok.encode(), digest_size=8).digest()
+                j = int.from_bytes(h[:4], "little") % self.dim
+                sign = 1.0 if h[4] & 1 else -1.0
+                out[i, j] += sign
+        return out
+
+
+class FrozenClock:
+    """A clock that only moves when told: ``clock()`` returns epoch seconds."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = float(start)
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float = 0.0, *, minutes: float = 0.0, hours: float = 0.0,
+                days: float = 0.0) -> float:
+        with self._lock:
+            self._now += seconds + 60 * minutes + 3600 * hours + 86_400 * days
+            return self._now
+
+    def set(self, t: float) -> None:
+        with self._lock:
+            self._now = float(t)
+
+
+class ScriptedLLM:
+    """A chat-model stand-in: a callable ``prompt -> reply`` with a call log.
+
+    ``replies`` is either a list (served in order, the last one repeated) or a function of the
+    prompt. A reply that is an exception instance is raised instead.
+    """
+
+    def __init__(self, replies: Sequence[str | BaseException] | Callable[[str], str]) -> None:
+        self.replies = replies
+        self.prompts: list[str] = []
+
+    def __call__(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        if callable(self.replies):
+            return self.replies(prompt)
+        reply = self.replies[min(len(self.prompts) - 1, len(self.replies) - 1)]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def invoke(self, prompt: Any) -> str:
+        return self(str(prompt))
+
+
+#: A scripted week of an agent's memories: (day offset, hour, text, context).
+WEEK_OF_MEMORIES: tuple[tuple[int, float, str, str], ...] = (
+    (0, 9.0, "The user is a structural engineer who designs bridges", "getting to know the user"),
+    (0, 9.1, "The user prefers answers with metric units", "getting to know the user"),
+    (0, 9.5, "Right now the user is sitting in room 4B for a design review",
+     "morning design review"),
+    (0, 10.0, "How to export the load report: open Tools, choose Export, then pick PDF",
+     "helping with the analysis software"),
+    (0, 14.0, "The user's task today is to finish the pedestrian bridge load calculation",
+     "planning the work day"),
+    (1, 8.5, "The user is temporarily working from the Lisbon office", "travel planning"),
+    (1, 11.0, "Ticket BR-212: the deflection check fails for span 3", "debugging the model"),
+    (2, 9.0, "The user's daughter starts school in September", "small talk"),
+    (3, 16.0, "The meeting with the steel supplier is on Friday at 3 pm", "scheduling"),
+    (4, 10.0, "The user is allergic to shellfish", "booking a team dinner"),
+)
+
+
+def corpus_texts(items: Iterable[tuple[int, float, str, str]] = WEEK_OF_MEMORIES) -> list[str]:
+    return [text for _, _, text, _ in items]

@@ -1,0 +1,118 @@
+"""Value types returned by the public API: frozen, slotted, keyword-only dataclasses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Perishability", "MemoryRecord", "Hit", "Deltas", "IntegrationReport"]
+
+Source = Literal["llm", "keyword", "estimator", "user"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Perishability:
+    """The classifier's answer for one memory: ``phi(text, context) -> (label, pi, tau)``."""
+
+    label: str
+    """One of ``factual``, ``procedural``, ``task_specific``, ``ephemeral``."""
+    pi: float
+    """Perishability in (0, 1]: ~1 ephemeral, ~0 stable."""
+    tau_s: float
+    """Utility horizon in seconds."""
+    source: Source = "keyword"
+    """Who produced it: the chat model, the offline estimator, the keyword rule or the user."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryRecord:
+    """One stored memory and its perishability, as persisted in Chroma."""
+
+    id: str
+    text: str
+    """What was remembered (without the future-oriented annotation)."""
+    context: str
+    """Where: the conversation, task or workspace it was remembered in."""
+    label: str
+    pi: float
+    tau_s: float
+    value: float
+    """Base value V; RCI lowers or raises it."""
+    created_at_s: float
+    """When it was remembered, epoch seconds."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """The user's metadata, as given to ``add``."""
+    annotation: str = ""
+    """The LLM's future-oriented note (paper §3.7), empty without an LLM."""
+    source: Source = "keyword"
+    """Who classified it."""
+    updated_at_s: float | None = None
+    """When RCI last changed it, if ever."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """A search result with its score explained (paper Eq. 5).
+
+    ``score == weights[0]*what + weights[1]*where + weights[2]*when + weights[3]*graph``.
+    """
+
+    record: MemoryRecord
+    score: float
+    utility: float
+    """``U(m, t_q) = V exp(-pi (t_q - t_i) / tau)`` at the query time."""
+    stale: bool
+    """``utility / value < config.decay.stale_ratio`` at the query time (documented threshold)."""
+    what: float
+    """``cos(w_what, e_q)``."""
+    where: float
+    """``cos(w_where, c_q)`` (0 when either context is empty)."""
+    when: float
+    """The utility term, equal to ``utility``."""
+    graph: float
+    """The one-hop graph bonus ``Phi(m, G)`` (paper Eq. 8)."""
+    weights: tuple[float, float, float, float]
+    """The query-adaptive weights (a_q, b_q, g_q, d_q) of Eq. 6; they sum to 1."""
+    from_buffer: bool = False
+    """True when served from the prospective buffer without a full search."""
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def text(self) -> str:
+        return self.record.text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deltas:
+    """Latent update deltas for one RCI event, already clipped (paper Eq. 9-11)."""
+
+    delta_value: float = 0.0
+    delta_pi: float = 0.0
+    delta_tau: float = 0.0
+    """Relative change of tau: +0.2 means +20 %."""
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IntegrationReport:
+    """What one ``integrate`` call changed."""
+
+    affected: tuple[tuple[str, float], ...]
+    """(memory id, affinity alpha in (0, 1]) of every memory updated, strongest first."""
+    deltas: Deltas
+    used_llm: bool
+    """True when the chat model produced the deltas, False when the offline parser did."""
+    llm_calls: int
+    """0 or 1: RCI makes at most one LLM call per event, never one per memory."""
+    stored: MemoryRecord | None = None
+    """The new information, stored as a memory of its own (``store=True``)."""
+    fallback_reason: str | None = None
+    """Why the offline parser was used, when an LLM was configured but failed."""
+
+    @property
+    def affected_ids(self) -> list[str]:
+        return [mid for mid, _ in self.affected]

@@ -1,0 +1,443 @@
+"""ScrubJayMemory end to end on a real Chroma: embedded (PersistentClient) and `chroma run`."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scrubjay import (
+    BufferConfig,
+    ConsolidationConfig,
+    EmbedderMismatchError,
+    InvalidInputError,
+    InvalidNamespaceError,
+    MemoryNotFoundError,
+    RetentionPolicy,
+    ScrubJayConfig,
+    ScrubJayError,
+    ScrubJayMemory,
+    SearchConfig,
+    StoreLockedError,
+)
+from scrubjay.decay import utility
+from scrubjay.scoring import adaptive_weights
+from scrubjay.testing import HashEmbedder
+
+HOUR, DAY = 3600.0, 86_400.0
+
+FACTS = [
+    ("The user's sister lives in Oslo", "family chat"),
+    ("The user is parked on level 3 right now", "at the mall"),
+    ("Ticket 88: the login page crashes on Safari", "debugging the web app"),
+    ("How to deploy: run make release then tag the commit", "release work"),
+    ("The user drinks green tea without sugar", "ordering coffee"),
+    ("The project kickoff meeting is in room 12", "planning the project"),
+]
+
+
+def fill(mem: ScrubJayMemory, clock) -> list:
+    recs = []
+    for text, ctx in FACTS:
+        recs.append(mem.add(text, context=ctx))
+        clock.advance(minutes=10)
+    return recs
+
+
+def test_round_trip_get_len_iter_delete(memory_factory, clock) -> None:
+    mem = memory_factory()
+    recs = fill(mem, clock)
+    assert len(mem) == len(FACTS)
+    assert {r.id for r in mem} == {r.id for r in recs}
+    got = mem.get(recs[0].id)
+    assert got == recs[0]
+    assert recs[0].id in mem and "nope" not in mem
+    mem.delete(recs[0].id)
+    assert len(mem) == len(FACTS) - 1
+    with pytest.raises(MemoryNotFoundError, match="No memory with id"):
+        mem.get(recs[0].id)
+    with pytest.raises(KeyError):          # MemoryNotFoundError is also a KeyError
+        mem.delete(recs[0].id)
+
+
+def test_hit_breakdown_adds_up(memory_factory, clock) -> None:
+    mem = memory_factory()
+    fill(mem, clock)
+    hits = mem.search("where is the user parked", context="at the mall", k=3)
+    assert hits[0].text == "The user is parked on level 3 right now"
+    for h in hits:
+        a, b, g, d = h.weights
+        assert sum(h.weights) == pytest.approx(1.0)
+        assert h.score == pytest.approx(a * h.what + b * h.where + g * h.when + d * h.graph)
+        assert h.when == h.utility
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def _reference_scores(mem: ScrubJayMemory, query: str, context: str, t_q: float) -> dict:
+    """Eq. 5-8 computed naively in Python from the mirror and the networkx graph."""
+    emb = mem.embedder
+    e_q, c_q = emb.embed([query])[0], emb.embed([context])[0]
+    view = mem._mirror.view()
+    newest = max(r.created_at_s for r in view.records)
+    w = adaptive_weights(query, float(np.linalg.norm(e_q)), float(np.linalg.norm(c_q)),
+                         t_q - newest, mem.config.weights)
+    sp, u = {}, {}
+    for i, r in enumerate(view.records):
+        u[r.id] = r.value * math.exp(-r.pi * max(0.0, t_q - r.created_at_s) / r.tau_s)
+        sp[r.id] = (w[0] * float(view.what[i] @ e_q) + w[1] * float(view.where[i] @ c_q)
+                    + w[2] * u[r.id])
+    out = {}
+    for r in view.records:
+        phi = sum(d["weight"] * sp[j] * u[j] for j, d in mem.graph.g[r.id].items())
+        out[r.id] = sp[r.id] + w[3] * phi
+    return out
+
+
+def test_search_is_exact_against_naive_reference(clock, tmp_path) -> None:
+    rng = np.random.default_rng(7)
+    words = "alpha beta gamma delta office car key meeting tea oslo level room ticket".split()
+    mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(32), clock=clock)
+    for _ in range(300):
+        text = " ".join(rng.choice(words, size=4))
+        ctx = " ".join(rng.choice(words, size=2)) if rng.random() < 0.7 else ""
+        mem.add(text, context=ctx)
+        clock.advance(seconds=float(rng.uniform(0, 3 * HOUR)))
+    clock.advance(days=2)
+    for query, ctx in [("office key", ""), ("tea room", "meeting ticket"), ("related car", "")]:
+        ref = _reference_scores(mem, query, ctx, clock())
+        hits = mem.search(query, context=ctx, k=10)
+        best = sorted(ref.items(), key=lambda kv: -kv[1])[:10]
+        assert [h.score for h in hits] == pytest.approx([s for _, s in best], abs=1e-5)
+        for h in hits:
+            assert h.score == pytest.approx(ref[h.id], abs=1e-5)
+
+
+def test_server_matches_embedded_when_candidates_cover(clock, tmp_path, chroma_server) -> None:
+    import chromadb
+
+    emb = HashEmbedder(32)
+    local = ScrubJayMemory(path=tmp_path / "e", embedder=emb, clock=clock)
+    remote = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0],
+                                                       port=chroma_server[1]),
+                            namespace="parity", embedder=emb, clock=clock)
+    remote.forget_namespace()
+    items = [{"text": f"{a} {b}", "context": c, "at": clock() - i * 600, "id": f"m{i}"}
+             for i, (a, b, c) in enumerate([("office", "key", "work"), ("car", "park", ""),
+                                            ("tea", "green", "cafe"), ("key", "car", "work"),
+                                            ("office", "tea", "cafe"), ("park", "level", "")])]
+    local.add_many(items)
+    remote.add_many(items)
+    for q in ["office key", "car", "green tea"]:
+        a = [(h.id, round(h.score, 6)) for h in local.search(q, context="work", k=4)]
+        b = [(h.id, round(h.score, 6)) for h in remote.search(q, context="work", k=4)]
+        assert a == b
+    remote.forget_namespace()
+
+
+def test_ephemeral_memory_turns_stale_long_before_factual(memory_factory, clock) -> None:
+    mem = memory_factory()
+    eph = mem.add("I am at the dentist right now")
+    fact = mem.add("My mother was born in Porto")
+    for age, expect in [(10 * 60, (False, False)), (1 * DAY, (True, False)),
+                        (200 * DAY, (True, False)), (400 * DAY, (True, True))]:
+        hits = {h.id: h for h in mem.search("mother dentist", k=2, at=clock() + age)}
+        assert (hits[eph.id].stale, hits[fact.id].stale) == expect, age
+
+
+def test_namespaces_are_isolated(memory_factory, clock) -> None:
+    alice, bob = memory_factory("alice"), memory_factory("bob")
+    a = alice.add("alice likes jazz")
+    b = bob.add("bob likes jazz")
+    assert [h.id for h in alice.search("jazz", k=5)] == [a.id]
+    assert [h.id for h in bob.search("jazz", k=5)] == [b.id]
+    with pytest.raises(MemoryNotFoundError):
+        alice.get(b.id)
+    with pytest.raises(MemoryNotFoundError):
+        bob.delete(a.id)
+
+
+@pytest.mark.parametrize("namespace", ["", "a/b", "../x", "x" * 49, "sj_x_what ", 3, "é"])
+def test_bad_namespaces(namespace) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        ScrubJayMemory(namespace=namespace, embedder=HashEmbedder())
+
+
+BAD_ADDS = [
+    ({"text": ""}, "non-empty"),
+    ({"text": "   "}, "non-empty"),
+    ({"text": 5}, "must be a str"),
+    ({"text": "x" * 100_001}, "at most"),
+    ({"text": "a\x00b"}, "NUL"),
+    ({"text": "ok", "context": 3}, "must be a str"),
+    ({"text": "ok", "at": float("nan")}, "finite"),
+    ({"text": "ok", "at": float("inf")}, "finite"),
+    ({"text": "ok", "at": -1}, "finite time >= 0"),
+    ({"text": "ok", "at": "yesterday"}, "epoch seconds"),
+    ({"text": "ok", "at": True}, "epoch seconds"),
+    ({"text": "ok", "at": 10**13}, "future"),
+    ({"text": "ok", "metadata": ["a"]}, "mapping"),
+    ({"text": "ok", "metadata": {"k": float("nan")}}, "finite"),
+    ({"text": "ok", "metadata": {"k": object()}}, "JSON values"),
+    ({"text": "ok", "metadata": {1: "a"}}, "str keys"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), BAD_ADDS)
+def test_bad_input_is_rejected_and_nothing_is_lost(memory_factory, clock, kwargs,
+                                                   message) -> None:
+    mem = memory_factory()
+    kept = mem.add("the spare key is under the mat")
+    with pytest.raises(InvalidInputError, match=message):
+        mem.add(**kwargs)
+    with pytest.raises(ValueError):  # also a builtin ValueError
+        mem.add(**kwargs)
+    assert [r.id for r in mem] == [kept.id]
+    assert mem.search("spare key", k=1)[0].id == kept.id
+
+
+def test_naive_datetime_rejected_aware_accepted(memory_factory, clock) -> None:
+    from datetime import datetime, timezone
+
+    mem = memory_factory()
+    with pytest.raises(InvalidInputError, match="aware datetime"):
+        mem.add("x", at=datetime(2025, 1, 1))
+    rec = mem.add("x", at=datetime(2025, 1, 1, tzinfo=timezone.utc))
+    assert rec.created_at_s == datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"query": ""}, "non-empty"), ({"query": None}, "must be a str"),
+    ({"query": "x", "k": 0}, "in \\[1, 10000\\]"), ({"query": "x", "k": 2.5}, "int"),
+    ({"query": "x", "at": float("nan")}, "finite"), ({"query": "x", "context": 1}, "str"),
+])
+def test_bad_search_arguments(memory_factory, kwargs, message) -> None:
+    mem = memory_factory()
+    mem.add("something")
+    with pytest.raises(InvalidInputError, match=message):
+        mem.search(**kwargs)
+
+
+def test_add_many_is_all_or_nothing(memory_factory) -> None:
+    mem = memory_factory()
+    with pytest.raises(InvalidInputError):
+        mem.add_many(["one", {"text": "two"}, {"text": ""}])
+    assert len(mem) == 0
+    recs = mem.add_many(["one", {"text": "two", "context": "c", "metadata": {"src": "x"}}])
+    assert [r.text for r in recs] == ["one", "two"] and recs[1].metadata == {"src": "x"}
+    with pytest.raises(InvalidInputError, match="twice"):
+        mem.add_many([{"text": "a", "id": "same"}, {"text": "b", "id": "same"}])
+    with pytest.raises(InvalidInputError, match="Unknown keys"):
+        mem.add_many([{"txt": "a"}])
+    with pytest.raises(InvalidInputError):
+        mem.add_many("not a list")
+
+
+def test_add_with_existing_id_replaces(memory_factory) -> None:
+    mem = memory_factory()
+    mem.add_many([{"text": "old text", "id": "fixed"}])
+    mem.add_many([{"text": "new text", "id": "fixed"}])
+    assert len(mem) == 1 and mem.get("fixed").text == "new text"
+
+
+def test_embedder_that_fails_loses_nothing(memory_factory, clock) -> None:
+    from scrubjay.errors import EmbeddingError
+
+    mem = memory_factory()
+    kept = mem.add("keep me")
+    mem._embedder = HashEmbedder(64)
+    mem._embedder.fn = lambda texts: [[float("nan")] * 64 for _ in texts]
+    with pytest.raises(EmbeddingError, match="NaN"):
+        mem.add("poison")
+    assert [r.id for r in mem] == [kept.id]
+
+
+def test_prepare_buffer_serves_task_queries(memory_factory, clock) -> None:
+    mem = memory_factory(config=ScrubJayConfig())
+    fill(mem, clock)
+    for i in range(30):
+        mem.add(f"unrelated filler memory number {i} about gardening")
+    ids = mem.prepare("fix the Safari login crash", context="debugging the web app", k=8)
+    assert len(ids) == 8
+    hits = mem.search("login page crashes on Safari", context="debugging the web app", k=1)
+    assert hits[0].from_buffer and hits[0].text.startswith("Ticket 88")
+    # below theta_B the buffer is skipped and the full store answers
+    strict = memory_factory("strict", config=ScrubJayConfig(buffer=BufferConfig(theta=5.0)))
+    fill(strict, clock)
+    strict.prepare("fix the Safari login crash", context="debugging the web app", k=2)
+    miss = strict.search("green tea without sugar", k=1)
+    assert not miss[0].from_buffer and miss[0].text.startswith("The user drinks green tea")
+    assert strict.buffer is not None and miss[0].id not in strict.buffer.ids
+    mem.clear_buffer()
+    assert mem.buffer is None
+
+
+def test_consolidation_keeps_hubs_and_protected(memory_factory, clock) -> None:
+    cfg = ScrubJayConfig(consolidation=ConsolidationConfig(
+        retention=RetentionPolicy(protected_labels=frozenset({"procedural"}))))
+    mem = memory_factory(config=cfg)
+    eph = mem.add("the kettle is on right now")
+    clock.advance(days=2)   # > Delta_T: no temporal edge to what follows
+    prot = mem.add("the user's insulin dose changes right now", metadata={"protected": True})
+    clock.advance(days=2)
+    proc = mem.add("how to reset the router: hold the button")
+    clock.advance(days=2)
+    fact = mem.add("the user was born in Lima")
+    clock.advance(days=2)
+    # an ephemeral memory created beside a durable one is a hub (temporal edge): it survives
+    hub = mem.add("the user is waiting at gate 4 right now")
+    anchor = mem.add("the user's passport number ends in 4471")
+    assert mem.graph.neighbors(hub.id) if mem._use_mirror else True
+    removed = mem.consolidate(at=clock() + 30 * DAY)
+    assert removed == [eph.id]
+    assert {r.id for r in mem} == {prot.id, proc.id, fact.id, hub.id, anchor.id}
+    assert mem.consolidate(at=clock() + 30 * DAY) == []
+
+
+def test_delete_removes_from_graph_buffer_and_chroma(memory_factory, clock) -> None:
+    mem = memory_factory()
+    a = mem.add("alpha beta gamma", context="ctx")
+    b = mem.add("alpha beta delta", context="ctx")
+    mem.prepare("alpha", k=2)
+    mem.delete(a.id)
+    assert a.id not in mem.buffer.ids
+    assert mem._store.get([a.id]) == []
+    assert mem._store.where.get(ids=[a.id])["ids"] == []
+    if mem._use_mirror:
+        assert a.id not in mem.graph
+    stored_edges = json.loads(mem._store.get([b.id])[0].meta["sj_edges"])
+    assert all(e[0] != a.id for e in stored_edges)
+
+
+def test_forget_namespace(memory_factory) -> None:
+    mem = memory_factory()
+    other = memory_factory("other")
+    mem.add("secret one")
+    other.add("kept")
+    mem.forget_namespace()
+    assert len(mem) == 0 and mem.search("secret", k=1) == []
+    assert len(other) == 1
+    mem.add("works again")
+    assert len(mem) == 1
+
+
+def test_server_search_does_not_pull_the_collection(clock, chroma_server) -> None:
+    import chromadb
+
+    cfg = ScrubJayConfig(search=SearchConfig(candidates=10))
+    mem = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0], port=chroma_server[1]),
+                         namespace="bulk", embedder=HashEmbedder(32), clock=clock, config=cfg)
+    mem.forget_namespace()
+    mem.add_many([{"text": f"note {i} about topic {i % 17}", "at": clock() - i}
+                  for i in range(400)])
+    fetched: list[int] = []
+    real_get = mem._store.get
+    mem._store.get = lambda ids, **kw: (fetched.append(len(ids)), real_get(ids, **kw))[1]
+    mem._store.iter_all = None  # would raise if called
+    hits = mem.search("topic 3", k=5)
+    assert len(hits) == 5 and all("topic 3" in h.text for h in hits)
+    assert sum(fetched) <= 10 + 10 * 16   # candidates plus their graph neighbours at most
+    mem.forget_namespace()
+
+
+REOPEN = textwrap.dedent("""
+    import json, sys
+    from scrubjay import ScrubJayMemory
+    from scrubjay.testing import HashEmbedder, FrozenClock
+    kind, target, ns = sys.argv[1], sys.argv[2], sys.argv[3]
+    if kind == "server":
+        import chromadb
+        host, port = target.split(":")
+        kw = {"client": chromadb.HttpClient(host=host, port=int(port))}
+    else:
+        kw = {"path": target}
+    mem = ScrubJayMemory(namespace=ns, embedder=HashEmbedder(64), clock=FrozenClock(0), **kw)
+    out = []
+    for q, c in [("where is the user parked", "at the mall"), ("login crash", ""),
+                 ("deploy steps", "release work")]:
+        out.append([[h.id, round(h.score, 9), h.stale, h.graph] for h in
+                    mem.search(q, context=c, k=4, at=float(sys.argv[4]))])
+    out.append(sorted((r.id, r.label, r.pi, r.tau_s, r.value) for r in mem))
+    print(json.dumps(out))
+""")
+
+
+def test_reopen_in_fresh_process_gives_identical_results(backend, tmp_path, clock,
+                                                         request) -> None:
+    if backend == "server":
+        import chromadb
+
+        host, port = request.getfixturevalue("chroma_server")
+        kw = {"client": chromadb.HttpClient(host=host, port=port)}
+        target, ns = f"{host}:{port}", "reopen"
+    else:
+        kw, target, ns = {"path": tmp_path / "store"}, str(tmp_path / "store"), "reopen"
+    mem = ScrubJayMemory(namespace=ns, embedder=HashEmbedder(64), clock=clock, **kw)
+    mem.forget_namespace()
+    fill(mem, clock)
+    mem.integrate("The user moved the car to level 5 instead", context="at the mall")
+    at = clock() + 3 * HOUR
+
+    def snapshot(m: ScrubJayMemory) -> list:
+        out = []
+        for q, c in [("where is the user parked", "at the mall"), ("login crash", ""),
+                     ("deploy steps", "release work")]:
+            out.append([[h.id, round(h.score, 9), h.stale, h.graph] for h in
+                        m.search(q, context=c, k=4, at=at)])
+        out.append(sorted([r.id, r.label, r.pi, r.tau_s, r.value] for r in m))
+        return out
+
+    before = json.loads(json.dumps(snapshot(mem)))
+    mem.close()
+    proc = subprocess.run([sys.executable, "-c", REOPEN, backend, target, ns, str(at)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    after = json.loads(proc.stdout)
+    after[-1] = [list(x) for x in after[-1]]
+    assert after == before
+
+
+def test_second_process_cannot_open_embedded_store(tmp_path, embedder) -> None:
+    mem = ScrubJayMemory(path=tmp_path / "locked", embedder=embedder)
+    code = ("from scrubjay import ScrubJayMemory, StoreLockedError\n"
+            "from scrubjay.testing import HashEmbedder\n"
+            f"try:\n    ScrubJayMemory(path={str(tmp_path / 'locked')!r}, embedder=HashEmbedder())\n"
+            "except StoreLockedError as e:\n    print('LOCKED', e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.startswith("LOCKED") and "chroma run" in proc.stdout
+    mem.close()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "LOCKED" not in proc.stdout
+    assert issubclass(StoreLockedError, ScrubJayError)
+
+
+def test_reopen_with_another_embedder_fails_clearly(tmp_path) -> None:
+    mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(64))
+    mem.add("hello")
+    mem.close()
+    with pytest.raises(EmbedderMismatchError, match="hash-bow-64"):
+        ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(32))
+    again = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(64))
+    assert len(again) == 1
+
+
+def test_default_embedder_is_the_bundled_offline_model(tmp_path) -> None:
+    mem = ScrubJayMemory(path=tmp_path / "d")
+    assert mem.embedder.name == "wordllama-l2-supercat-256"
+    mem.add("The office moved to the second floor of building A")
+    mem.add("My favourite fruit is mango")
+    assert mem.search("Which floor is the office on?", k=1)[0].text.startswith("The office")
+
+
+def test_query_time_before_creation_counts_as_age_zero(memory_factory, clock) -> None:
+    mem = memory_factory()
+    rec = mem.add("x marks the spot")
+    hit = mem.search("x marks", k=1, at=clock() - 1000)[0]
+    assert hit.utility == pytest.approx(float(utility(1.0, rec.pi, rec.tau_s, 0, 0)))

@@ -1,0 +1,66 @@
+"""The public surface: pinned names, the exception tree, and import hygiene."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import scrubjay
+from scrubjay import errors
+
+EXPECTED = {
+    "ScrubJayMemory", "MemoryRecord", "Hit", "IntegrationReport", "Deltas", "Perishability",
+    "Embedder", "ScrubJayConfig", "FusionConfig", "ClassifierConfig", "KeywordRule",
+    "DecayConfig", "WeightConfig", "GraphConfig", "RCIConfig", "BufferConfig",
+    "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "ScrubJayError",
+    "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
+    "MemoryNotFoundError", "EmbeddingError", "LLMError", "StoreError", "StoreLockedError",
+    "__version__",
+}
+
+
+def test_all_is_pinned() -> None:
+    assert set(scrubjay.__all__) == EXPECTED
+    for name in scrubjay.__all__:
+        assert hasattr(scrubjay, name)
+
+
+def test_exception_tree() -> None:
+    assert issubclass(errors.ScrubJayError, Exception)
+    assert not issubclass(errors.ScrubJayError, (ValueError, RuntimeError))
+    pairs = {errors.ConfigError: ValueError, errors.InvalidInputError: (ValueError, TypeError),
+             errors.MemoryNotFoundError: KeyError, errors.StoreError: RuntimeError,
+             errors.EmbeddingError: RuntimeError, errors.LLMError: RuntimeError,
+             errors.StoreLockedError: errors.StoreError,
+             errors.EmbedderMismatchError: errors.ConfigError,
+             errors.InvalidNamespaceError: errors.InvalidInputError}
+    for exc, base in pairs.items():
+        assert issubclass(exc, errors.ScrubJayError) and issubclass(exc, base)
+
+
+def test_import_loads_no_framework_and_does_nothing() -> None:
+    code = ("import sys, logging\n"
+            "before = set(logging.root.manager.loggerDict)\n"
+            "import scrubjay, scrubjay.memory, scrubjay.cli, scrubjay.testing\n"
+            "bad = [m for m in sys.modules if m.split('.')[0] in "
+            "('langchain_core', 'langchain', 'langgraph', 'llama_index', 'langchain_ollama', "
+            "'wordllama', 'torch')]\n"
+            "print(repr(bad))\n"
+            "print(logging.root.handlers)\n")
+    out = subprocess.run([sys.executable, "-W", "error::Warning", "-c", code],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_config_validation_messages() -> None:
+    import pytest
+
+    from scrubjay import ConfigError, DecayConfig, RCIConfig, ScrubJayConfig
+
+    with pytest.raises(ConfigError, match="'stale_ratio' parameter of DecayConfig"):
+        DecayConfig(stale_ratio=1.5)
+    with pytest.raises(ConfigError, match="1 \\+ eta_tau"):
+        RCIConfig(dtau_min=-5.0)
+    with pytest.raises(ConfigError, match="'decay' parameter of ScrubJayConfig"):
+        ScrubJayConfig(decay="fast")  # type: ignore[arg-type]
