@@ -399,7 +399,7 @@ _CATEGORIES = (
         attribute="open bug",
         values=FILENAMES,
         template="{s}'s open bug is a crash in {v} that blocks the {codename} release.",
-        contexts=("issue tracker comment by {s}", "on-call handover from {s}"),
+        contexts=("issue tracker comment by {s}", "on-call notes from {s}"),
     ),
     _Category(
         key="short_term_goal",
@@ -428,7 +428,7 @@ _CATEGORIES = (
         attribute="preferred editor",
         values=DEV_TOOLS,
         template="{s}'s preferred editor is {v} for nearly all coding work.",
-        contexts=("developer environment survey reply from {s}", "onboarding notes for {s}"),
+        contexts=("developer environment survey reply from {s}", "new-starter notes for {s}"),
     ),
     _Category(
         key="working_hours",
