@@ -879,7 +879,7 @@ def _make_queries(
                 kind=kind,
                 interval=iv.name,
                 held_out=iv.held_out,
-                offset_sessions=round(offset, 6),
+                offset_sessions=offset,
                 target_memory_id=target.memory_id,
                 type_id=target.type_id,
                 category=target.category,
