@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrubjay.bench import tgt, tgt_scoring
+from scrubjay.bench._tgt_templates import CATEGORIES
 from scrubjay.bench.tgt import (
     CATEGORY_KEYS,
     FUTURE_TASKS,
@@ -125,6 +126,10 @@ def test_counts(bench0: list[TGTInstance]) -> None:
         assert sum(q.ground_truth_valid for q in base) == 42
 
 
+def test_one_template_per_taxonomy_category() -> None:
+    assert tuple(c.key for c in CATEGORIES) == CATEGORY_KEYS
+
+
 def test_every_category_used(bench0: list[TGTInstance]) -> None:
     for inst in bench0:
         counts = Counter(m.category for m in inst.memories)
@@ -221,7 +226,7 @@ def test_true_pi_tau_in_type_ranges(bench0: list[TGTInstance]) -> None:
 
 def test_values_of_a_category_are_told_apart_by_the_judge() -> None:
     """Two different values of one category never pass the 60% judge for each other."""
-    for cat in tgt._CATEGORIES:
+    for cat in CATEGORIES:
         for a in cat.values:
             for b in cat.values:
                 if a != b:
@@ -639,5 +644,6 @@ def test_bench_package_imports_nothing_else_from_scrubjay() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": tgt.__file__.rsplit("/scrubjay/", 1)[0]})
     assert out.stdout.strip() == (
-        "['scrubjay', 'scrubjay.bench', 'scrubjay.bench.tgt', 'scrubjay.bench.tgt_scoring']"
+        "['scrubjay', 'scrubjay.bench', 'scrubjay.bench._tgt_templates', 'scrubjay.bench.tgt', "
+        "'scrubjay.bench.tgt_scoring']"
     )

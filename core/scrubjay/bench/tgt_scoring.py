@@ -380,7 +380,9 @@ def score(results: Iterable[QueryResult | tuple[TGTQuery, str, bool]]) -> TGTRep
         by_cell[(q.interval, q.type_id)].append(v)
 
     overall = _group("all", [v for _, v in rows])
-    per_interval = tuple(_group(k, by_interval[k]) for k in sorted(by_interval, key=_interval_order))
+    per_interval = tuple(
+        _group(k, by_interval[k]) for k in sorted(by_interval, key=_interval_order)
+    )
     acc = {g.key: g.combined for g in per_interval}
     accs = [acc.get(k, math.nan) for k in TGS_INTERVALS]
     return TGTReport(
@@ -666,7 +668,9 @@ def audit(instances: Sequence[TGTInstance], *, config: TGTConfig | None = None) 
     n_q = len(queries)
     checks: list[AuditCheck] = []
 
-    def add(name: str, value: float, display: str, threshold: str, ok: bool, req: bool = True) -> None:
+    def add(
+        name: str, value: float, display: str, threshold: str, ok: bool, req: bool = True
+    ) -> None:
         checks.append(
             AuditCheck(name=name, value=float(value), display=display, threshold=threshold,
                        passed=bool(ok), required=req)
@@ -727,8 +731,8 @@ def audit(instances: Sequence[TGTInstance], *, config: TGTConfig | None = None) 
     rate = leak_stale / max(n_stale_q, 1)
     add("answer leakage (staleness queries)", rate, f"{_pct(rate)} ({leak_stale}/{n_stale_q})",
         "= 0%", leak_stale == 0)
-    add("answer leakage (all queries)", leak_all / n_q, f"{_pct(leak_all / n_q)} ({leak_all}/{n_q})",
-        "= 0%", leak_all == 0)
+    add("answer leakage (all queries)", leak_all / n_q,
+        f"{_pct(leak_all / n_q)} ({leak_all}/{n_q})", "= 0%", leak_all == 0)
 
     # Intra-instance query uniqueness (B.5, B.10).
     uniq_q = [len({q.text for q in inst.queries}) / len(inst.queries) for inst in instances]
