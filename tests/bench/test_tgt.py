@@ -275,6 +275,11 @@ def test_config_knobs() -> None:
     assert len(inst.queries) == 63
     d = [q for q in inst.queries if q.is_distractor]
     assert {q.interval for q in d} == {"I2"}
+    assert [q.kind for q in sorted(d, key=lambda q: QUERY_KINDS.index(q.kind))] == list(QUERY_KINDS)
+    (inst,) = generate(TGTConfig(n_instances=1, n_stale_distractors=4))
+    d = [q for q in inst.queries if q.is_distractor]
+    assert Counter(q.interval for q in d) == {"I1": 3, "I2": 1}
+    assert len({q.target_memory_id for q in d}) == 2
 
 
 # ---------------------------------------------------------------------------
@@ -622,6 +627,14 @@ def test_main_writes_file_and_prints_audit(tmp_path, capsys) -> None:
     printed = capsys.readouterr().out
     assert "keyword solvability" in printed and "overall: PASS" in printed
     assert load_json(out) == generate(TGTConfig(seed=3))
+
+
+def test_doctests() -> None:
+    import doctest
+
+    for module in (tgt, tgt_scoring):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0
 
 
 def test_public_names() -> None:

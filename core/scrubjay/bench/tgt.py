@@ -684,14 +684,15 @@ def _make_queries(
             for kind in QUERY_KINDS:
                 add(target, iv, kind, distractor=False)
 
-    target = None
-    for k in range(config.n_stale_distractors):
-        if k % len(QUERY_KINDS) == 0:
-            target = next(streams["A"])
-        group = k // len(QUERY_KINDS)
+    # Stale distractors (App. B.4): groups of up to three queries (one per kind) sharing
+    # a fresh Type-A target, the groups cycling over the distractor intervals.
+    n_kinds = len(QUERY_KINDS)
+    for group in range(-(-config.n_stale_distractors // n_kinds)):
+        target = next(streams["A"])
         name = config.stale_distractor_intervals[group % len(config.stale_distractor_intervals)]
-        assert target is not None
-        add(target, intervals[name], QUERY_KINDS[k % len(QUERY_KINDS)], distractor=True)
+        n_here = min(n_kinds, config.n_stale_distractors - group * n_kinds)
+        for kind in QUERY_KINDS[:n_here]:
+            add(target, intervals[name], kind, distractor=True)
 
     raw.sort(key=lambda q: (q["time_s"], q["text"]))
     return tuple(
