@@ -1,0 +1,1 @@
+"""Benchmarks for scrubjay: the Temporal Generalization Test (TGT) and its scoring."""
