@@ -139,6 +139,7 @@ class ScrubJayMemory:
                      if llm is not None else None)
         self._classifier = Classifier(config.classifier, self._llm)
         self._embedded = client is None
+        self._private_prefix = None
         if path is not None:
             self._store = ChromaStore.open_path(path, self.namespace)
         else:
@@ -147,7 +148,14 @@ class ScrubJayMemory:
                 from chromadb.config import Settings
 
                 client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
-            self._store = ChromaStore(client=client, namespace=self.namespace)
+                # Chroma shares one in-memory system per process: a private collection prefix
+                # keeps each in-memory ScrubJayMemory apart; close() drops its collections.
+                self._private_prefix: str | None = f"sjm{uuid.uuid4().hex[:12]}_"
+                self._store = ChromaStore(client=client, namespace=self.namespace,
+                                          prefix=self._private_prefix)
+            else:
+                self._private_prefix = None
+                self._store = ChromaStore(client=client, namespace=self.namespace)
         use_mirror = config.search.mirror
         self._use_mirror = self._embedded if use_mirror is None else bool(use_mirror)
         self._dim: int | None = None
@@ -211,6 +219,8 @@ class ScrubJayMemory:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                if self._private_prefix is not None:
+                    self._store.drop()
                 self._store.close()
 
     def __enter__(self) -> ScrubJayMemory:
@@ -904,8 +914,8 @@ class ScrubJayMemory:
             self._newest_t = -math.inf
             self._graph_cache.clear()
             self._store = ChromaStore(client=self._store.client, namespace=self.namespace,
-                                      path=None) if self._store.path is None else \
-                self._reopen_store()
+                                      prefix=self._store.prefix) if self._store.path is None \
+                else self._reopen_store()
 
     def _reopen_store(self) -> ChromaStore:
         path = self._store.path

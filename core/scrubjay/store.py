@@ -76,16 +76,18 @@ def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
 class ChromaStore:
     """The two Chroma collections of one namespace."""
 
-    def __init__(self, *, client: Any, namespace: str, path: str | None = None) -> None:
+    def __init__(self, *, client: Any, namespace: str, path: str | None = None,
+                 prefix: str = "sj_") -> None:
         self.client = client
         self.namespace = namespace
         self.path = path
+        self.prefix = prefix
         try:
             self.what = client.get_or_create_collection(
-                f"sj_{namespace}_what", embedding_function=None,
+                f"{prefix}{namespace}_what", embedding_function=None,
                 configuration={"hnsw": {"space": "cosine"}})
             self.where = client.get_or_create_collection(
-                f"sj_{namespace}_where", embedding_function=None,
+                f"{prefix}{namespace}_where", embedding_function=None,
                 configuration={"hnsw": {"space": "cosine"}})
         except Exception as exc:
             self.close()
@@ -306,7 +308,7 @@ class ChromaStore:
         """Delete both collections of this namespace."""
         for suffix in ("what", "where"):
             with contextlib.suppress(Exception):
-                self.client.delete_collection(f"sj_{self.namespace}_{suffix}")
+                self.client.delete_collection(f"{self.prefix}{self.namespace}_{suffix}")
 
 
 def dumps_user_meta(meta: Mapping[str, Any]) -> str:

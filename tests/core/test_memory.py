@@ -363,6 +363,7 @@ REOPEN = textwrap.dedent("""
         out.append([[h.id, round(h.score, 9), h.stale, h.graph] for h in
                     mem.search(q, context=c, k=4, at=float(sys.argv[4]))])
     out.append(sorted((r.id, r.label, r.pi, r.tau_s, r.value) for r in mem))
+    out.append(list(mem.buffer.ids) if mem.buffer else None)
     print(json.dumps(out))
 """)
 
@@ -390,15 +391,18 @@ def test_reopen_in_fresh_process_gives_identical_results(backend, tmp_path, cloc
             out.append([[h.id, round(h.score, 9), h.stale, h.graph] for h in
                         m.search(q, context=c, k=4, at=at)])
         out.append(sorted([r.id, r.label, r.pi, r.tau_s, r.value] for r in m))
+        out.append(list(m.buffer.ids) if m.buffer else None)
         return out
 
+    mem.prepare("find the car", context="at the mall", k=3)
     before = json.loads(json.dumps(snapshot(mem)))
+    assert before[-1] and len(before[-1]) == 3
     mem.close()
     proc = subprocess.run([sys.executable, "-c", REOPEN, backend, target, ns, str(at)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     after = json.loads(proc.stdout)
-    after[-1] = [list(x) for x in after[-1]]
+    after[-2] = [list(x) for x in after[-2]]
     assert after == before
 
 
@@ -441,3 +445,12 @@ def test_query_time_before_creation_counts_as_age_zero(memory_factory, clock) ->
     rec = mem.add("x marks the spot")
     hit = mem.search("x marks", k=1, at=clock() - 1000)[0]
     assert hit.utility == pytest.approx(float(utility(1.0, rec.pi, rec.tau_s, 0, 0)))
+
+
+def test_in_memory_instances_are_independent(embedder) -> None:
+    a = ScrubJayMemory(embedder=embedder)
+    b = ScrubJayMemory(embedder=embedder)
+    a.add("only in a")
+    assert len(a) == 1 and len(b) == 0 and b.search("only in a", k=1) == []
+    a.close()
+    assert len(b) == 0

@@ -1,0 +1,76 @@
+"""Embedder adapters (LangChain, LlamaIndex, callables) and the modules' doctests."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import numpy as np
+import pytest
+
+from scrubjay import EmbeddingError, InvalidInputError, ScrubJayMemory
+from scrubjay.embedding import (
+    CallableEmbedder,
+    LangChainEmbedder,
+    LlamaIndexEmbedder,
+    WordLlamaEmbedder,
+    as_embedder,
+)
+
+MODULES = ["decay", "unit", "scoring", "config", "perishability", "rci", "graph", "buffer",
+           "consolidation", "memory"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name: str) -> None:
+    module = importlib.import_module(f"scrubjay.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_langchain_embeddings_adapter(clock) -> None:
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+
+    emb = as_embedder(DeterministicFakeEmbedding(size=32))
+    assert isinstance(emb, LangChainEmbedder) and emb.name.startswith("langchain:")
+    mem = ScrubJayMemory(embedder=DeterministicFakeEmbedding(size=32), clock=clock)
+    rec = mem.add("hello world", context="greeting")
+    assert mem.search("hello world", k=1)[0].id == rec.id   # deterministic: same text, same vector
+
+
+def test_llamaindex_embedding_adapter(clock) -> None:
+    from llama_index.core.embeddings import MockEmbedding
+
+    emb = as_embedder(MockEmbedding(embed_dim=16))
+    assert isinstance(emb, LlamaIndexEmbedder)
+    vecs = emb.embed(["a", "", "b"])
+    assert vecs.shape == (3, 16) and not vecs[1].any()
+    np.testing.assert_allclose(np.linalg.norm(vecs[[0, 2]], axis=1), 1.0, rtol=1e-6)
+    mem = ScrubJayMemory(embedder=MockEmbedding(embed_dim=16), clock=clock)
+    mem.add("anything")
+    assert len(mem.search("anything", k=1)) == 1
+
+
+def test_callable_adapter_and_bad_outputs() -> None:
+    assert isinstance(as_embedder(lambda texts: np.ones((len(texts), 4))), CallableEmbedder)
+    with pytest.raises(EmbeddingError, match="one vector per text"):
+        as_embedder(lambda texts: np.ones((1, 4))).embed(["a", "b"])
+    with pytest.raises(EmbeddingError, match="NaN"):
+        as_embedder(lambda texts: np.full((len(texts), 4), np.inf)).embed(["a"])
+
+    def boom(texts: list[str]) -> None:
+        raise OSError("model file missing")
+
+    with pytest.raises(EmbeddingError, match="model file missing"):
+        as_embedder(boom).embed(["a"])
+    with pytest.raises(InvalidInputError, match="'embedder' parameter"):
+        as_embedder(42)
+
+
+def test_bundled_model_is_loaded_offline() -> None:
+    emb = WordLlamaEmbedder()
+    vecs = emb.embed(["office is on floor 2 of building A", "office moved out of building A",
+                      "my cat likes fish", ""])
+    assert vecs.shape == (4, 256)
+    assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2])
+    assert not vecs[3].any()
