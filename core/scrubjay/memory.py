@@ -433,7 +433,6 @@ class ScrubJayMemory:
         existing = self._link_candidates(records, what, where, graph)
         t_new = np.array([r.created_at_s for r in records])
         for i, rec in enumerate(records):
-            cands: list[tuple[str, NDArray, NDArray, float]] = []
             e_w, s_w, c_w, t_w, ids = existing(i)
             edges = [Edge(ids[j], float(e_w[j]), float(s_w[j]), float(c_w[j]), float(t_w[j]))
                      for j in np.flatnonzero(e_w >= cfg.min_edge_weight)]
@@ -442,7 +441,6 @@ class ScrubJayMemory:
                                                    where[:i], t_new[:i], cfg)
                 edges += [Edge(records[j].id, float(e_b[j]), float(s_b[j]), float(c_b[j]),
                                float(tt_b[j])) for j in np.flatnonzero(e_b >= cfg.min_edge_weight)]
-            del cands
             changed |= graph.link(rec.id, edges)
         return changed
 

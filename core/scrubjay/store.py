@@ -64,6 +64,18 @@ def _wrap(action: str, exc: Exception) -> StoreError:
     return StoreError(f"Chroma failed to {action}: {type(exc).__name__}: {exc}")
 
 
+def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
+          vectors: bool) -> Iterator[StoredRow]:
+    """StoredRows from a Chroma ``get`` answer (and the where-vectors fetched beside it)."""
+    for i, rid in enumerate(got["ids"]):
+        row = StoredRow(id=rid, text=got["documents"][i] or "",
+                        meta=dict(got["metadatas"][i] or {}))
+        if vectors:
+            row.what = np.asarray(got["embeddings"][i], dtype=np.float32)
+            row.where = where_vecs.get(rid)
+        yield row
+
+
 def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
     """Scalar user metadata, prefixed, so that Chroma ``where`` filters can use it."""
     out = {}
@@ -210,14 +222,7 @@ class ChromaStore:
                     where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories", exc) from exc
-        rows = {}
-        for i, rid in enumerate(got["ids"]):
-            row = StoredRow(id=rid, text=got["documents"][i] or "",
-                            meta=dict(got["metadatas"][i] or {}))
-            if vectors:
-                row.what = np.asarray(got["embeddings"][i], dtype=np.float32)
-                row.where = where_vecs.get(rid)
-            rows[rid] = row
+        rows = {row.id: row for row in _rows(got, where_vecs, vectors)}
         return [rows[i] for i in ids if i in rows]
 
     def iter_all(self, *, vectors: bool = True) -> Iterator[StoredRow]:
@@ -235,13 +240,7 @@ class ChromaStore:
                         where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
             except Exception as exc:
                 raise _wrap("read the namespace", exc) from exc
-            for i, rid in enumerate(ids):
-                row = StoredRow(id=rid, text=got["documents"][i] or "",
-                                meta=dict(got["metadatas"][i] or {}))
-                if vectors:
-                    row.what = np.asarray(got["embeddings"][i], dtype=np.float32)
-                    row.where = where_vecs.get(rid)
-                yield row
+            yield from _rows(got, where_vecs, vectors)
             if len(ids) < _PAGE:
                 return
             offset += _PAGE
