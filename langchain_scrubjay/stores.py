@@ -54,7 +54,7 @@ def encode_namespace(namespace: tuple[str, ...], prefix: str = "lg") -> str:
     """The scrubjay namespace of a LangGraph namespace tuple (collision-free by its hash).
 
     >>> encode_namespace(("users", "alice", "memories"))
-    'lg-users_alice_memories-3d6a1b0f0c1e3d4a'  # doctest: +SKIP
+    'lg-users_alice_memories-ff9e89fec802defd'
     """
     digest = hashlib.blake2b(json.dumps(list(namespace)).encode(), digest_size=HASH_HEX // 2)
     room = MAX_NAMESPACE - len(prefix) - HASH_HEX - 2
