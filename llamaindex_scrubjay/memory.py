@@ -37,7 +37,8 @@ def _text_of(message: ChatMessage) -> str:
 def format_hit(hit: Hit) -> str:
     """One prompt line: the memory, its kind, when it was remembered and its utility now."""
     when = datetime.fromtimestamp(hit.record.created_at_s, tz=timezone.utc)
-    return (f"- {hit.text} [{hit.record.label}; remembered {when:%Y-%m-%d %H:%M} UTC; "
+    text = " ".join(hit.text.split())  # one memory, one line (atruncate drops whole lines)
+    return (f"- {text} [{hit.record.label}; remembered {when:%Y-%m-%d %H:%M} UTC; "
             f"utility {float(hit.utility):.2f}]")
 
 

@@ -133,3 +133,13 @@ def test_from_store(tmp_path, clock: FrozenClock, embedder: HashEmbedder) -> Non
         assert block.token_budget == 64 and block.memory.namespace == "chat"
     finally:
         block.memory.close()
+
+
+def test_each_memory_is_one_prompt_line(mem: ScrubJayMemory) -> None:
+    mem.add("Packing list:\n- passport\n- charger", context="travel")
+    mem.add("The user's passport expires in 2031", context="travel")
+    text = asyncio.run(ScrubJayMemoryBlock(mem).aget(
+        [ChatMessage(role="user", content="passport")]))
+    lines = text.splitlines()
+    assert len(lines) == 2 and all(ln.startswith("- ") for ln in lines)
+    assert "- Packing list: - passport - charger [" in text
