@@ -12,4 +12,4 @@ from .embeddings import as_scrubjay_embedder
 from .memory import ScrubJayMemoryBlock
 from .retrievers import ScrubJayRetriever
 
-__all__ = ["ScrubJayRetriever", "ScrubJayMemoryBlock", "as_scrubjay_embedder"]
+__all__ = ["ScrubJayMemoryBlock", "ScrubJayRetriever", "as_scrubjay_embedder"]

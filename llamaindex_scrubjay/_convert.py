@@ -21,11 +21,17 @@ from datetime import date, datetime
 from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
-
 from scrubjay import Hit, InvalidInputError, MemoryRecord
 
-__all__ = ["SCRUBJAY_KEYS", "LLM_VISIBLE_KEYS", "record_to_node", "hit_to_node", "node_to_item",
-           "jsonable", "parse_time"]
+__all__ = [
+    "LLM_VISIBLE_KEYS",
+    "SCRUBJAY_KEYS",
+    "hit_to_node",
+    "jsonable",
+    "node_to_item",
+    "parse_time",
+    "record_to_node",
+]
 
 #: Node metadata keys written from a memory record.
 RECORD_KEYS: tuple[str, ...] = ("memory_id", "context", "created_at", "label", "pi", "tau_s",

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
-
 from scrubjay import InvalidInputError
 from scrubjay.embedding import LlamaIndexEmbedder
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,6 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory.memory import BaseMemoryBlock
 from llama_index.core.utils import get_tokenizer
-
 from scrubjay import Hit, InvalidInputError, ScrubJayMemory
 
 from .embeddings import as_scrubjay_embedder
@@ -36,7 +35,7 @@ def _text_of(message: ChatMessage) -> str:
 
 def format_hit(hit: Hit) -> str:
     """One prompt line: the memory, its kind, when it was remembered and its utility now."""
-    when = datetime.fromtimestamp(hit.record.created_at_s, tz=timezone.utc)
+    when = datetime.fromtimestamp(hit.record.created_at_s, tz=UTC)
     text = " ".join(hit.text.split())  # one memory, one line (atruncate drops whole lines)
     return (f"- {text} [{hit.record.label}; remembered {when:%Y-%m-%d %H:%M} UTC; "
             f"utility {float(hit.utility):.2f}]")

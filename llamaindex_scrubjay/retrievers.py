@@ -13,7 +13,6 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
-
 from scrubjay import InvalidInputError, MemoryRecord, ScrubJayMemory
 
 from ._convert import hit_to_node, node_to_item

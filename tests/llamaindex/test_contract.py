@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from llama_index.core import Document
 from llama_index.core.llms import ChatMessage
-
-from llamaindex_scrubjay import ScrubJayMemoryBlock, ScrubJayRetriever
 from scrubjay import ScrubJayMemory
 from scrubjay.testing import WEEK_OF_MEMORIES, FrozenClock
+
+from llamaindex_scrubjay import ScrubJayMemoryBlock, ScrubJayRetriever
 
 Runner = Callable[..., Any]
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 from llama_index.core import Document
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode
+from scrubjay import Hit, InvalidInputError, MemoryRecord
 
 from llamaindex_scrubjay._convert import (
     HIT_KEYS,
@@ -19,7 +20,6 @@ from llamaindex_scrubjay._convert import (
     parse_time,
     record_to_node,
 )
-from scrubjay import Hit, InvalidInputError, MemoryRecord
 
 REC = MemoryRecord(id="m1", text="I am parked on level 3", context="at the mall",
                    label="ephemeral", pi=0.9, tau_s=7200.0, value=1.0,
@@ -68,7 +68,7 @@ def test_llm_sees_context_but_not_scores() -> None:
 
 
 def test_document_metadata_to_memory() -> None:
-    when = datetime(2025, 11, 20, 9, 0, tzinfo=timezone.utc)
+    when = datetime(2025, 11, 20, 9, 0, tzinfo=UTC)
     doc = Document(text="The supplier meeting is on Friday", id_="doc-1",
                    metadata={"context": "scheduling", "created_at": when.isoformat(),
                              "author": "ana", "when": when, "tags": ("a", "b"),

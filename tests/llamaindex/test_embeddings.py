@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.embeddings import MockEmbedding
-
-from llamaindex_scrubjay import ScrubJayRetriever, as_scrubjay_embedder
 from scrubjay import InvalidInputError, ScrubJayMemory
 from scrubjay.embedding import LlamaIndexEmbedder
 from scrubjay.testing import FrozenClock
 
+from llamaindex_scrubjay import ScrubJayRetriever, as_scrubjay_embedder
+
+CALLS: list[str] = []  # which LlamaIndex method each embedding went through
+
 
 class LetterEmbedding(BaseEmbedding):
     """A custom embedding: letter counts, with a marker dimension for queries."""
-
-    calls: list[str] = []
 
     @classmethod
     def class_name(cls) -> str:
@@ -28,11 +27,11 @@ class LetterEmbedding(BaseEmbedding):
         return [*out, 1.0 if query else 0.0]
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        self.calls.append("text")
+        CALLS.append("text")
         return self._vec(text, False)
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        self.calls.append("query")
+        CALLS.append("query")
         return self._vec(query, True)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
@@ -51,16 +50,16 @@ def test_mock_embedding_is_wrapped() -> None:
 
 def test_custom_embedding_drives_a_memory() -> None:
     model = LetterEmbedding()
-    model.calls.clear()
+    CALLS.clear()
     emb = as_scrubjay_embedder(model, name="letters-v1")
     mem = ScrubJayMemory(embedder=emb, clock=FrozenClock(1_764_000_000))
     try:
         mem.add("zzz zzz zebra")
         mem.add("aaa banana")
-        assert "text" in model.calls
-        model.calls.clear()
+        assert "text" in CALLS
+        CALLS.clear()
         hits = mem.search("zzz", k=2)
-        assert model.calls == ["query"]  # the query goes through get_query_embedding
+        assert CALLS == ["query"]  # the query goes through get_query_embedding
         assert hits[0].text == "zzz zzz zebra"
         assert mem.embedder.name == "letters-v1"
     finally:

@@ -9,10 +9,10 @@ from llama_index.core.chat_engine import SimpleChatEngine
 from llama_index.core.llms import ChatMessage, MockLLM
 from llama_index.core.memory import Memory
 from llama_index.core.utils import get_tokenizer
-
-from llamaindex_scrubjay import ScrubJayMemoryBlock
 from scrubjay import InvalidInputError, ScrubJayMemory
 from scrubjay.testing import FrozenClock, HashEmbedder
+
+from llamaindex_scrubjay import ScrubJayMemoryBlock
 
 PARKED = "I am parked on level 3 right now"
 SISTER = "My sister lives in Oslo"

@@ -10,10 +10,10 @@ from llama_index.core import Document
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.schema import TextNode
-
-from llamaindex_scrubjay import ScrubJayRetriever
 from scrubjay import InvalidInputError, ScrubJayMemory
 from scrubjay.testing import FrozenClock, HashEmbedder
+
+from llamaindex_scrubjay import ScrubJayRetriever
 
 T0 = 1_764_000_000.0
 PARKED = "I am parked on level 3 right now"
