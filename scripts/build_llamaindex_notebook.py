@@ -44,7 +44,7 @@ the memory's metadata. The document id becomes the memory id, so inserting it ag
     new_code_cell("""now = clock()
 docs = [
     Document(text="The user is sitting in meeting room 4B right now", id_="room",
-             metadata={"context": "morning design review", "created_at": now - 0.5 * HOUR}),
+             metadata={"context": "morning design review", "created_at": now - 120}),
     Document(text="The user's task today is to finish the bridge load calculation", id_="task",
              metadata={"context": "planning the work day", "created_at": now - 2 * HOUR}),
     Document(text="The user works in the structural engineering office in Porto", id_="office",

@@ -50,7 +50,8 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
         path = args.path or tmp
         mem = ScrubJayMemory(path=path, namespace="demo", clock=clock)
         out.write(f"scrubjay demo: a week of an agent's memories\n(embedded Chroma at {path}, "
-                  f"embedder {mem.embedder.name}, offline perishability: keyword rules)\n\n")
+                  f"embedder {mem.embedder.name}, offline perishability: "
+                  f"{mem.config.classifier.offline})\n\n")
         for day, name in enumerate(days):
             for d, hour, text, context in WEEK_OF_MEMORIES:
                 if d != day:
@@ -132,6 +133,27 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def cmd_perishability(args: argparse.Namespace, out: TextIO) -> int:
+    import json
+    from pathlib import Path
+
+    from .bench.perishability_eval import evaluate, format_report, retrain
+    from .estimator import save_model
+
+    if args.action == "train":
+        model = retrain()
+        target = Path(args.out) if args.out else Path(__file__).parent / "data" / \
+            "perishability_model.npz"
+        save_model(model, str(target))
+        out.write(f"trained on the train split; wrote {target}\n")
+        return 0
+    result = evaluate()
+    out.write(format_report(result) + "\n")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
 class _NoEmbedder:
     """Inspect reads what is stored; it must not need (or load) the embedding model."""
 
@@ -154,6 +176,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     ins.add_argument("--namespace", "-n")
     ins.add_argument("--at", type=float, help="epoch seconds (default: now)")
     ins.set_defaults(func=cmd_inspect)
+    per = sub.add_parser("perishability", help="train or evaluate the offline estimator")
+    per.add_argument("action", choices=["evaluate", "train"])
+    per.add_argument("--json", help="evaluate: also write the figures as JSON")
+    per.add_argument("--out", help="train: where to write the model (default: the package's)")
+    per.set_defaults(func=cmd_perishability)
     try:
         from .bench.cli import add_bench_parser
     except ImportError:

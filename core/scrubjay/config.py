@@ -115,8 +115,14 @@ class ClassifierConfig:
     """Upper clip of tau (chosen: five years)."""
     pi_min: float = 1e-3
     """Lower clip of pi, keeping it in (0, 1] as the paper requires (chosen)."""
-    offline: str = "keyword"
-    """Offline estimator when no LLM is configured or it fails: ``"keyword"`` (the paper's rule)."""
+    offline: str = "estimator"
+    """Offline estimator when no LLM is configured or it fails: ``"estimator"`` (the trained model
+    shipped with the package, see :mod:`scrubjay.estimator`) or ``"keyword"`` (the paper's rule,
+    for reproducing the paper)."""
+    llm_clip_decades: float | None = None
+    """When set, an LLM's answer is kept within this many decades of the estimator's lifetime
+    (its tau is clipped so that the stale age lies in ``[L / 10^d, L * 10^d]``). ``None``: the
+    LLM's answer is used as the paper has it (only range-clipped)."""
 
     def __post_init__(self) -> None:
         _check(_finite(self.tau_min_s, self.tau_max_s) and 0 < self.tau_min_s < self.tau_max_s,
@@ -135,8 +141,11 @@ class ClassifierConfig:
             _check(rule.label in LABELS and 0 < rule.pi <= 1 and rule.tau_s > 0,
                    "ClassifierConfig", "keyword_rules", "rules with a known label, pi in (0, 1] "
                    "and tau_s > 0", rule)
-        _check(self.offline in ("keyword",), "ClassifierConfig", "offline", "'keyword'",
-               self.offline)
+        _check(self.offline in ("estimator", "keyword"), "ClassifierConfig", "offline",
+               "'estimator' or 'keyword'", self.offline)
+        _check(self.llm_clip_decades is None or (_finite(self.llm_clip_decades)
+                                                 and self.llm_clip_decades > 0),
+               "ClassifierConfig", "llm_clip_decades", "None or > 0", self.llm_clip_decades)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

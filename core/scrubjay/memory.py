@@ -137,7 +137,8 @@ class ScrubJayMemory:
         self._llm = (LLMClient(llm, timeout_s=config.llm.timeout_s,
                                max_reply_chars=config.llm.max_reply_chars)
                      if llm is not None else None)
-        self._classifier = Classifier(config.classifier, self._llm)
+        self._classifier = Classifier(config.classifier, self._llm,
+                                      stale_ratio=config.decay.stale_ratio)
         self._embedded = client is None
         self._private_prefix = None
         if path is not None:

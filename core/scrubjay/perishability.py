@@ -5,13 +5,15 @@ Two estimators:
 * the chat model, with the paper's prompt (App. F.3) and strict JSON parsing; its numbers are
   clipped (``pi`` to ``[pi_min, 1]``, ``tau`` to ``[tau_min_s, tau_max_s]``) and an unknown label
   is a parse failure;
-* the paper's keyword rule, offline and deterministic, used when no chat model is configured or
-  when it fails. Keywords match whole words (``issue`` does not match ``tissue``).
+* offline, when no chat model is configured or it fails: the trained estimator of
+  :mod:`scrubjay.estimator` (default), or the paper's keyword rule (``offline="keyword"``), whose
+  keywords match whole words (``issue`` does not match ``tissue``).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -79,21 +81,63 @@ def parse_classification(reply: str, cfg: ClassifierConfig) -> Perishability:
 
 
 class Classifier:
-    """Classifies memories with the chat model when there is one, else offline."""
+    """Classifies memories with the chat model when there is one, else offline.
 
-    def __init__(self, cfg: ClassifierConfig, llm: LLMClient | None = None) -> None:
+    The offline estimate is the trained estimator (default) or the keyword rule
+    (``ClassifierConfig(offline="keyword")``).
+    """
+
+    def __init__(self, cfg: ClassifierConfig, llm: LLMClient | None = None, *,
+                 stale_ratio: float = 0.5) -> None:
         self.cfg = cfg
         self.llm = llm
+        self.stale_ratio = stale_ratio
 
     def classify_many(self, texts: Sequence[str], contexts: Sequence[str],
                       what: NDArray[np.float32], where: NDArray[np.float32]) -> list[Perishability]:
         """One :class:`Perishability` per text (LLM per memory when configured, else offline)."""
+        llm = [self._llm_classify(t, c) if self.llm is not None else None
+               for t, c in zip(texts, contexts, strict=True)]
+        need_offline = [i for i, p in enumerate(llm) if p is None]
+        need_estimate = list(range(len(texts))) if (
+            self.cfg.offline == "estimator" and (need_offline or self.cfg.llm_clip_decades)) \
+            else []
+        estimates = dict(zip(need_estimate, self._estimate(
+            [texts[i] for i in need_estimate], [contexts[i] for i in need_estimate]),
+            strict=True))
         cos = np.einsum("ij,ij->i", what, where)
-        out = []
-        for i, (text, context) in enumerate(zip(texts, contexts, strict=True)):
-            result = self._llm_classify(text, context) if self.llm is not None else None
-            out.append(result or keyword_classify(text, context, float(cos[i]), self.cfg))
+        out: list[Perishability] = []
+        for i, p in enumerate(llm):
+            if p is not None:
+                out.append(self._clip_to_estimate(p, estimates.get(i)))
+            elif i in estimates:
+                out.append(estimates[i])
+            else:
+                out.append(keyword_classify(texts[i], contexts[i], float(cos[i]), self.cfg))
         return out
+
+    def _estimate(self, texts: list[str], contexts: list[str]) -> list[Perishability]:
+        if not texts:
+            return []
+        from .estimator import lifetime_to_perishability, load_default_model
+
+        model, embedder = load_default_model()
+        log_life, labels = model.predict(texts, contexts, embedder)
+        return [lifetime_to_perishability(10.0 ** float(ll), label, stale_ratio=self.stale_ratio,
+                                          tau_min_s=self.cfg.tau_min_s,
+                                          tau_max_s=self.cfg.tau_max_s, pi_min=self.cfg.pi_min)
+                for ll, label in zip(log_life, labels, strict=True)]
+
+    def _clip_to_estimate(self, p: Perishability, est: Perishability | None) -> Perishability:
+        d = self.cfg.llm_clip_decades
+        if d is None or est is None:
+            return p
+        k = math.log(1.0 / self.stale_ratio)
+        life_est = est.tau_s * k / est.pi
+        life_llm = p.tau_s * k / p.pi
+        life = min(life_est * 10 ** d, max(life_est / 10 ** d, life_llm))
+        tau = _clip(life * p.pi / k, self.cfg.tau_min_s, self.cfg.tau_max_s)
+        return Perishability(label=p.label, pi=p.pi, tau_s=tau, source="llm")
 
     def _llm_classify(self, text: str, context: str) -> Perishability | None:
         assert self.llm is not None

@@ -26,8 +26,11 @@ def test_demo_runs_offline_and_shows_staleness_and_rci(tmp_path) -> None:
 
 def test_inspect_lists_label_pi_tau_utility(tmp_path) -> None:
     clock = FrozenClock(1_764_000_000)
+    from scrubjay import ClassifierConfig, ScrubJayConfig
+
     mem = ScrubJayMemory(path=tmp_path / "s", namespace="alice", embedder=HashEmbedder(),
-                         clock=clock)
+                         clock=clock, config=ScrubJayConfig(
+                             classifier=ClassifierConfig(offline="keyword")))
     mem.add("parked on level 3 right now")
     mem.add("born in Lima")
     mem.close()

@@ -69,8 +69,10 @@ def test_round_trip_get_len_iter_delete(memory_factory, clock) -> None:
 def test_hit_breakdown_adds_up(memory_factory, clock) -> None:
     mem = memory_factory()
     fill(mem, clock)
-    hits = mem.search("where is the user parked", context="at the mall", k=3)
-    assert hits[0].text == "The user is parked on level 3 right now"
+    parked = next(r for r in mem if r.text.startswith("The user is parked"))
+    hits = mem.search("where is the user parked", context="at the mall", k=3,
+                      at=parked.created_at_s + 60)
+    assert hits[0].id == parked.id and len(hits) == 3
     for h in hits:
         a, b, g, d = h.weights
         assert sum(h.weights) == pytest.approx(1.0)
@@ -140,12 +142,23 @@ def test_server_matches_embedded_when_candidates_cover(clock, tmp_path, chroma_s
     remote.forget_namespace()
 
 
-def test_ephemeral_memory_turns_stale_long_before_factual(memory_factory, clock) -> None:
-    mem = memory_factory()
+@pytest.mark.parametrize(("offline", "schedule"), [
+    # the paper's keyword rule: ephemeral stale after 1.5 h, factual after 312 days
+    ("keyword", [(10 * 60, (False, False)), (1 * DAY, (True, False)),
+                 (200 * DAY, (True, False)), (400 * DAY, (True, True))]),
+    # the trained estimator: a dentist visit lasts minutes to hours, a birthplace a lifetime
+    ("estimator", [(60, (False, False)), (1 * DAY, (True, False)),
+                   (400 * DAY, (True, False)), (20 * 365 * DAY, (True, False))]),
+])
+def test_ephemeral_memory_turns_stale_long_before_factual(memory_factory, clock, offline,
+                                                          schedule) -> None:
+    from scrubjay import ClassifierConfig
+
+    mem = memory_factory(config=ScrubJayConfig(classifier=ClassifierConfig(offline=offline)))
     eph = mem.add("I am at the dentist right now")
     fact = mem.add("My mother was born in Porto")
-    for age, expect in [(10 * 60, (False, False)), (1 * DAY, (True, False)),
-                        (200 * DAY, (True, False)), (400 * DAY, (True, True))]:
+    assert (eph.source, fact.source) == (offline, offline)
+    for age, expect in schedule:
         hits = {h.id: h for h in mem.search("mother dentist", k=2, at=clock() + age)}
         assert (hits[eph.id].stale, hits[fact.id].stale) == expect, age
 

@@ -84,8 +84,33 @@ def test_parse_json_object_accepts_only_objects() -> None:
         parse_json_object('{"a": 1} and more')
 
 
-def _classifier(llm: object, timeout_s: float = 5.0) -> Classifier:
-    return Classifier(CFG, LLMClient(llm, timeout_s=timeout_s, max_reply_chars=10_000))
+KEYWORD = ClassifierConfig(offline="keyword")
+
+
+def _classifier(llm: object, timeout_s: float = 5.0, cfg: ClassifierConfig = KEYWORD
+                ) -> Classifier:
+    return Classifier(cfg, LLMClient(llm, timeout_s=timeout_s, max_reply_chars=10_000))
+
+
+def test_default_offline_fallback_is_the_estimator() -> None:
+    v = np.ones((2, 4), np.float32) / 2
+    out = _classifier(ScriptedLLM(["not json"]), cfg=CFG).classify_many(
+        ["The oven timer has twenty minutes left", "I have type 1 diabetes"], ["", ""], v, v)
+    assert [p.source for p in out] == ["estimator", "estimator"]
+    life = [p.tau_s * np.log(2) / p.pi for p in out]
+    assert life[0] < 86_400 < 365 * 86_400 < life[1]
+
+
+def test_llm_answer_clipped_around_the_estimate() -> None:
+    v = np.ones((1, 4), np.float32) / 2
+    hostile = ScriptedLLM(['{"label": "factual", "pi": 0.001, "tau_sec": 1e12}'])
+    cfg = ClassifierConfig(llm_clip_decades=1.0)
+    [p] = _classifier(hostile, cfg=cfg).classify_many(["The oven timer has twenty minutes left"],
+                                                      [""], v, v)
+    [est] = _classifier(ScriptedLLM(["x"]), cfg=CFG).classify_many(
+        ["The oven timer has twenty minutes left"], [""], v, v)
+    life, life_est = p.tau_s * np.log(2) / p.pi, est.tau_s * np.log(2) / est.pi
+    assert p.source == "llm" and life == pytest.approx(10 * life_est, rel=1e-6)
 
 
 def test_classifier_uses_llm_with_the_paper_prompt() -> None:

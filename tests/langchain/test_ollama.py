@@ -111,7 +111,7 @@ def test_real_clients_classify_rci_and_fall_back(ollama: str, clock, caplog) -> 
     with caplog.at_level(logging.WARNING, logger="scrubjay.llm"):
         fallback = mem.add("The user is allergic to shellfish", context="dinner")
         bad = mem.integrate("The user is no longer allergic to shellfish")
-    assert fallback.source == "keyword" and not bad.used_llm and bad.fallback_reason
+    assert fallback.source == "estimator" and not bad.used_llm and bad.fallback_reason
     assert len([r for r in caplog.records if r.name == "scrubjay.llm"
                 and r.levelno == logging.WARNING]) == 1
     assert mem.search("where is the car parked", k=1)[0].text.startswith("I parked the car on level")
@@ -126,7 +126,7 @@ def test_no_server_running_uses_the_fallbacks_and_says_so_once(clock, embedder,
         recs = mem.add_many(["I am parked on level 3 right now", "My sister lives in Oslo"])
         report = mem.integrate("I moved the car to level 5")
         hits = mem.search("where am I parked", k=2)
-    assert {r.source for r in recs} == {"keyword"} and recs[0].label == "ephemeral"
+    assert {r.source for r in recs} == {"estimator"} and recs[0].label == "ephemeral"
     assert not report.used_llm and len(hits) == 2
     warnings = [r for r in caplog.records if r.name == "scrubjay.llm"
                 and r.levelno == logging.WARNING]

@@ -1,0 +1,216 @@
+"""The offline perishability estimator: text and context -> (label, pi, tau) without an LLM.
+
+The paper's keyword fallback knows a dozen words. This estimator is a small linear model that we
+train on ``data/perishability_statements.jsonl`` (statements an agent might remember, each with a
+realistic validity lifetime; see ``data/README_perishability.md``). It predicts the log10
+lifetime and the label from:
+
+* the bundled ``wordllama`` embedding of the text and, scaled, of the context;
+* hashed unigrams and bigrams of the text and of the context;
+* counts of hand-written cue patterns (progressive aspect, "right now", durations, habitual and
+  identity words, ...).
+
+Model: ridge regression (closed form, dual) on ``[log10 lifetime, one-hot label]`` from the
+*train* split only; the held-out *test* split is for evaluation (``scrubjay perishability
+evaluate``). ``scrubjay perishability train`` re-fits it deterministically and writes the
+weights shipped in ``data/perishability_model.npz``.
+
+A predicted lifetime ``L`` becomes perishability as follows: the label's pi is the paper's value
+for that class (ephemeral 0.9, task_specific 0.6, procedural 0.3, factual 0.1), and
+``tau = L * pi / ln(1 / stale_ratio)``, so that the memory turns stale exactly at age ``L``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .embedding import Embedder, WordLlamaEmbedder
+from .types import Perishability
+
+__all__ = [
+    "LABELS",
+    "FeatureSpec",
+    "LifetimeModel",
+    "featurize",
+    "train_model",
+    "load_default_model",
+    "lifetime_to_perishability",
+    "load_statements",
+]
+
+LABELS: tuple[str, ...] = ("ephemeral", "task_specific", "procedural", "factual")
+#: pi per label when the estimator answers: the paper's keyword-rule values (SPEC §2).
+LABEL_PI = {"ephemeral": 0.9, "task_specific": 0.6, "procedural": 0.3, "factual": 0.1}
+
+_TOKEN = re.compile(r"[a-z0-9']+")
+
+#: Cue patterns (chosen by reading the training split's errors; never the test split).
+CUES: dict[str, str] = {
+    "progressive": r"\b(i'm|i am|we're|we are|he's|she's|it's|they're|is|are|am)\s+(\w+ing)\b",
+    "now": r"\b(right now|just|currently|at the moment|still|shortly|for now|in the middle of|"
+           r"on my way|about to)\b",
+    "seconds_minutes": r"\b(seconds?|minutes?|mins?)\b",
+    "hours_tonight": r"\b(hours?|tonight|this (morning|afternoon|evening)|lunch ?time|noon|"
+                     r"o'clock|\d{1,2}(:\d\d)? ?(am|pm|a\.m\.|p\.m\.))\b",
+    "days": r"\b(tomorrow|yesterday|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+            r"weekend|days?)\b",
+    "weeks_months": r"\b(weeks?|fortnight|months?|january|february|march|april|may|june|july|"
+                    r"august|september|october|november|december|this year|next year|season|"
+                    r"semester|term)\b",
+    "years": r"\b(years?|decades?|lifelong|for life|forever|ever since|since (childhood|birth|"
+             r"i was))\b",
+    "habitual": r"\b(every|always|never|whenever|usually|each|tends? to|prefer|prefers|likes?|"
+                r"loves?|hates?)\b",
+    "identity": r"\b(born|allergic|diagnosed|handed|blind|deaf|twin|grew up|native|inherited|"
+                r"chronic|type 1|genetic|listed|owns?|married|divorced)\b",
+    "past": r"\b(was|were|had|did|broke|bought|moved|started|finished|got|went)\b",
+    "future": r"\b(will|going to|gonna|next|upcoming|due|until|by (the|next|end))\b",
+    "situated": r"\b(i'm|i am|we're|he's|she's|they're|it's|is|are)\s+(at|in|on|outside|inside|"
+                r"by|with|stuck|waiting|sitting|standing|parked|out|off|away|home|back|here|"
+                r"there|busy|late|running)\b",
+    "duration_short": r"\bfor (a |an |the )?(few |couple of |\d+ |one |two |three |five |ten |"
+                      r"twenty |thirty |fifteen )?(seconds?|minutes?|mins?|hours?)\b",
+    "condition": r"\b(so|because|until|while|after|before|when)\b",
+    "numbers": r"\b(\d+|one|two|three|four|five|ten|twenty|thirty|fifteen|forty|sixty)\b",
+    "first_person_state": r"\b(i feel|i'm feeling|i'm tired|i'm hungry|my (head|back|stomach|"
+                          r"battery|phone)\b)",
+    "imperative": r"^(please |don't |do not |remember |make sure |use |check |keep |put |rest |"
+                  r"hold |add |set |turn |press |open |run |always |never )",
+}
+_CUE_RX = [re.compile(p, re.IGNORECASE) for p in CUES.values()]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureSpec:
+    """Scales of the feature blocks (chosen by 5-fold cross-validation grouped by domain on the
+    train split)."""
+
+    context_embedding: float = 0.6
+    text_bow: float = 1.0
+    context_bow: float = 0.5
+    cues: float = 0.8
+    bow_dim: int = 4096
+    ridge: float = 1.0
+
+
+def _bow(texts: Sequence[str], dim: int) -> NDArray[np.float32]:
+    out = np.zeros((len(texts), dim), np.float32)
+    for i, text in enumerate(texts):
+        toks = _TOKEN.findall(text.lower())
+        for f in set(toks) | {f"{a} {b}" for a, b in zip(toks, toks[1:])}:
+            h = hashlib.blake2b(f.encode(), digest_size=4).digest()
+            out[i, int.from_bytes(h, "little") % dim] = 1.0
+        n = float(np.linalg.norm(out[i]))
+        if n:
+            out[i] /= n
+    return out
+
+
+def _cues(texts: Sequence[str]) -> NDArray[np.float32]:
+    return np.array([[min(2, len(rx.findall(t))) for rx in _CUE_RX] for t in texts], np.float32)
+
+
+def featurize(texts: Sequence[str], contexts: Sequence[str], spec: FeatureSpec,
+              embedder: Embedder) -> NDArray[np.float32]:
+    """The feature matrix of the estimator (one row per text), with a bias column."""
+    a = embedder.embed(list(texts))
+    b = embedder.embed(list(contexts))
+    return np.hstack([a, spec.context_embedding * b, spec.text_bow * _bow(texts, spec.bow_dim),
+                      spec.context_bow * _bow(contexts, spec.bow_dim),
+                      spec.cues * _cues(texts),
+                      np.ones((len(texts), 1), np.float32)]).astype(np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class LifetimeModel:
+    """Linear weights: column 0 predicts log10 lifetime (s), columns 1..4 score the labels."""
+
+    weights: NDArray[np.float32]
+    spec: FeatureSpec
+    embedder_name: str
+
+    def predict(self, texts: Sequence[str], contexts: Sequence[str],
+                embedder: Embedder) -> tuple[NDArray[np.float64], list[str]]:
+        """``(log10 lifetime, label)`` per text."""
+        out = featurize(texts, contexts, self.spec, embedder).astype(np.float64) @ self.weights
+        labels = [LABELS[int(j)] for j in np.argmax(out[:, 1:], axis=1)]
+        return out[:, 0], labels
+
+
+def load_statements(split: str | None = None) -> list[dict[str, Any]]:
+    """The shipped training data (optionally one split)."""
+    text = resources.files("scrubjay").joinpath(
+        "data/perishability_statements.jsonl").read_text(encoding="utf-8")
+    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [r for r in rows if split is None or r["split"] == split]
+
+
+def train_model(rows: Sequence[dict[str, Any]], embedder: Embedder,
+                spec: FeatureSpec | None = None) -> LifetimeModel:
+    """Fit the ridge model (dual closed form: deterministic for given rows and embedder)."""
+    spec = spec or FeatureSpec()
+    x = featurize([r["text"] for r in rows], [r["context"] for r in rows], spec,
+                  embedder).astype(np.float64)
+    y = np.zeros((len(rows), 1 + len(LABELS)))
+    y[:, 0] = np.log10([float(r["lifetime_s"]) for r in rows])
+    for i, r in enumerate(rows):
+        y[i, 1 + LABELS.index(r["label"])] = 1.0
+    gram = x @ x.T + spec.ridge * np.eye(len(rows))
+    weights = x.T @ np.linalg.solve(gram, y)
+    return LifetimeModel(weights=weights.astype(np.float32), spec=spec,
+                         embedder_name=embedder.name)
+
+
+_DEFAULT: dict[str, Any] = {}
+_LOCK = threading.Lock()
+MODEL_FILE = "data/perishability_model.npz"
+
+
+def save_model(model: LifetimeModel, path: str) -> None:
+    spec = model.spec
+    np.savez_compressed(path, weights=model.weights, embedder=np.array(model.embedder_name),
+                        spec=np.array(json.dumps({f: getattr(spec, f) for f in
+                                                  FeatureSpec.__slots__})))
+
+
+def load_default_model() -> tuple[LifetimeModel, Embedder]:
+    """The shipped model and its (bundled) embedder, loaded once per process."""
+    with _LOCK:
+        if "model" not in _DEFAULT:
+            with resources.files("scrubjay").joinpath(MODEL_FILE).open("rb") as fh:
+                data = np.load(fh)
+                spec = FeatureSpec(**json.loads(str(data["spec"])))
+                model = LifetimeModel(weights=data["weights"], spec=spec,
+                                      embedder_name=str(data["embedder"]))
+            embedder = WordLlamaEmbedder()
+            if embedder.name != model.embedder_name:  # pragma: no cover - packaging error
+                raise RuntimeError("perishability model was trained with another embedder")
+            _DEFAULT["model"], _DEFAULT["embedder"] = model, embedder
+        return _DEFAULT["model"], _DEFAULT["embedder"]
+
+
+def lifetime_to_perishability(lifetime_s: float, label: str, *, stale_ratio: float,
+                              tau_min_s: float, tau_max_s: float,
+                              pi_min: float) -> Perishability:
+    """(label, pi, tau) that turns stale at age ``lifetime_s`` (when tau is not clipped).
+
+    >>> p = lifetime_to_perishability(3600.0, "ephemeral", stale_ratio=0.5, tau_min_s=60,
+    ...                               tau_max_s=1e9, pi_min=1e-3)
+    >>> (p.label, p.pi, round(p.tau_s * math.log(2) / p.pi))   # stale after one hour
+    ('ephemeral', 0.9, 3600)
+    """
+    pi = max(pi_min, LABEL_PI[label])
+    tau = lifetime_s * pi / math.log(1.0 / stale_ratio)
+    return Perishability(label=label, pi=pi, tau_s=float(min(tau_max_s, max(tau_min_s, tau))),
+                         source="estimator")
