@@ -46,6 +46,10 @@ DEFAULT_LOCOMO_SYSTEMS = ("B2-bm25", "B3-dense", "B4-rrf", "B5-dense-recency",
                           "LI-time-weighted", "SJ-full", "SJ-no-decay")
 """Systems run by default (LangChain's retriever, slow on 600-turn stores, is left out)."""
 
+CONTEXT_TEMPLATE = "{sample_id} session {n}"
+"""Context of a turn's memory (the brief's form). Note: ScrubJay-MEM's keyword classifier reads
+the context too, and "session" is one of its ephemeral keywords (see docs/benchmarks.md)."""
+
 _ID_RE = re.compile(r"D:?(\d+):(\d+)")
 
 
@@ -75,7 +79,8 @@ def _session_time(text: str) -> float:
     return float(calendar.timegm(datetime.strptime(text.strip(), DATE_FORMAT).timetuple()))
 
 
-def build_conversation(sample: dict[str, Any]) -> tuple[list[MemoryItem], list[dict[str, Any]],
+def build_conversation(sample: dict[str, Any], context_template: str = CONTEXT_TEMPLATE
+                       ) -> tuple[list[MemoryItem], list[dict[str, Any]],
                                                         float, int]:
     """``(memories, usable questions, query time, n unusable)`` of one LoCoMo sample."""
     sid = sample["sample_id"]
@@ -89,8 +94,8 @@ def build_conversation(sample: dict[str, Any]) -> tuple[list[MemoryItem], list[d
             text = f"{turn['speaker']}: {turn['text']}"
             if turn.get("blip_caption"):
                 text += f" [shares a photo: {turn['blip_caption']}]"
-            memories.append(MemoryItem(f"{sid}:{turn['dia_id']}", text, f"{sid} session {n}",
-                                       t + i))
+            memories.append(MemoryItem(f"{sid}:{turn['dia_id']}", text,
+                                       context_template.format(sample_id=sid, n=n), t + i))
     known = {m.id.split(":", 1)[1] for m in memories}
     usable, unusable = [], 0
     for qa in sample["qa"]:
@@ -114,7 +119,7 @@ def load_locomo(data_dir: str | Path) -> list[dict[str, Any]]:
 
 def run_locomo(data_dir: str | Path | None = None, *,
                systems: Sequence[str] = DEFAULT_LOCOMO_SYSTEMS, embedder: str = "wordllama",
-               progress: bool = True,
+               progress: bool = True, context_template: str = CONTEXT_TEMPLATE,
                samples: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run the LoCoMo evidence-recall benchmark; returns JSON-ready results."""
     from tqdm import tqdm
@@ -124,7 +129,7 @@ def run_locomo(data_dir: str | Path | None = None, *,
         samples = load_locomo(data_dir)
     emb = get_embedder(embedder)
     t_start = time.perf_counter()
-    built = [build_conversation(s) for s in samples]
+    built = [build_conversation(s, context_template) for s in samples]
     n_usable = sum(len(b[1]) for b in built)
     n_unusable = sum(b[3] for b in built)
     results: dict[str, Any] = {}
@@ -157,7 +162,8 @@ def run_locomo(data_dir: str | Path | None = None, *,
     bar.close()
     return {"benchmark": "LoCoMo-evidence-recall", "n_conversations": len(built),
             "n_turns": sum(len(b[0]) for b in built), "n_usable": n_usable,
-            "n_unusable": n_unusable, "embedder": embedder, "settings": settings(),
+            "n_unusable": n_unusable, "embedder": embedder,
+            "context_template": context_template, "settings": settings(),
             "environment": environment(), "seconds_total": time.perf_counter() - t_start,
             "systems": results}
 
@@ -168,7 +174,8 @@ def locomo_markdown(res: dict[str, Any]) -> str:
     head = (f"LoCoMo evidence recall: {res['n_conversations']} conversations, "
             f"{res['n_turns']} turns, {res['n_usable']} usable questions "
             f"({res['n_unusable']} dropped: no evidence or an id that does not resolve); "
-            f"queries at the time of the last session; embedder {res['embedder']}.\n\n")
+            f"queries at the time of the last session; memory context "
+            f"{res['context_template']!r}; embedder {res['embedder']}.\n\n")
     rows = [[name, pct(r["overall"]["recall@1"]), pct(r["overall"]["recall@5"]),
              pct(r["overall"]["recall@10"])] for name, r in res["systems"].items()]
     t1 = md_table(["system", "R@1 %", "R@5 %", "R@10 %"], rows)
