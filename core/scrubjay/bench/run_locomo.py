@@ -162,7 +162,7 @@ def run_locomo(data_dir: str | Path | None = None, *,
     bar.close()
     return {"benchmark": "LoCoMo-evidence-recall", "n_conversations": len(built),
             "n_turns": sum(len(b[0]) for b in built), "n_usable": n_usable,
-            "n_unusable": n_unusable, "embedder": embedder,
+            "n_unusable": n_unusable, "embedder": emb.name,
             "context_template": context_template, "settings": settings(),
             "environment": environment(), "seconds_total": time.perf_counter() - t_start,
             "systems": results}

@@ -40,7 +40,9 @@ DEFAULT_TGT_SYSTEMS = tuple(s for s in SYSTEM_NAMES if s != "SJ-no-rci")
 _EMBEDDERS: dict[str, Any] = {}
 
 
-def _embedder(name: str) -> Any:
+def _embedder(name: Any) -> Any:
+    if not isinstance(name, str):
+        return get_embedder(name)
     if name not in _EMBEDDERS:
         _EMBEDDERS[name] = get_embedder(name)
     return _EMBEDDERS[name]
@@ -64,6 +66,7 @@ def answer_instance(system: Any, view: Any) -> list[tuple[str, str, bool]]:
 def _run_unit(system_name: str, seed: int, n_instances: int,
               embedder_name: str) -> tuple[str, int, list[tuple[int, str, str, bool]], float]:
     t0 = time.perf_counter()
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s logs each index at DEBUG
     emb = _embedder(embedder_name)
     rows: list[tuple[int, str, str, bool]] = []
     for inst in generate(TGTConfig(n_instances=n_instances, seed=seed)):
@@ -146,7 +149,7 @@ def run_tgt(*, systems: Sequence[str] = DEFAULT_TGT_SYSTEMS, seeds: int = 5,
         "benchmark": "TGT",
         "seeds": seeds, "instances_per_seed": instances,
         "queries_per_seed": reports[systems[0]][0].n_queries if systems else 0,
-        "embedder": embedder,
+        "embedder": embedder if isinstance(embedder, str) else getattr(embedder, "name", "?"),
         "settings": settings(),
         "environment": environment(),
         "seconds_total": time.perf_counter() - t_start,
