@@ -137,3 +137,26 @@ def test_scrubjay_no_rci_update_is_a_plain_add(emb: CachedEmbedder) -> None:
     finally:
         close_system(full)
         close_system(plain)
+
+
+@pytest.mark.parametrize("cls_name", ["LangChainTimeWeightedSystem",
+                                      "LlamaIndexTimeWeightedSystem"])
+def test_time_weighted_frameworks_follow_the_query_time(cls_name: str,
+                                                        emb: CachedEmbedder) -> None:
+    import scrubjay.bench.systems as S
+
+    cls = getattr(S, cls_name)
+    old = MemoryItem("old", "Leo's home city is Osaka.", "", T0)
+    new = MemoryItem("new", "Leo's home city is Osaka, he said.", "", T0 + 10 * DAY)
+    system = cls(emb)
+    system.index([old, new])
+    # Query at T0 + 10 days: the new memory has time factor 1, the old one 0.99 ** 240.
+    first = system.answer("Leo home city Osaka", T0 + 10 * DAY, k=2)
+    assert first[0].id == "new" and first[0].judged_valid
+    assert not {a.id: a for a in first}["old"].judged_valid   # 0.99 ** 240 = 0.09 < 0.5
+    # Without access refresh the ranking does not depend on earlier queries.
+    assert system.answer("Leo home city Osaka", T0 + 10 * DAY, k=2) == first
+    # One hour after creation the factor is 0.99: still valid.
+    fresh = cls(emb)
+    fresh.index([old])
+    assert fresh.answer("Osaka", T0 + 3600, k=1)[0].judged_valid

@@ -190,7 +190,8 @@ def tgt_markdown(res: dict[str, Any]) -> str:
     notes = (f"\n\nSettings: B5 T = {st['b5_recency_T_days']:g} days; stale threshold "
              f"{st['stale_ratio']:g} for every time-aware system; LangChain decay_rate "
              f"{st['langchain_decay_rate']:g}; LlamaIndex time_decay "
-             f"{st['llamaindex_time_decay']:g}; RRF k = {st['rrf_k']}; ScrubJay-MEM: "
+             f"{st['llamaindex_time_decay']:g}; their access refresh "
+             f"{'on' if st['time_weighted_refresh_on_access'] else 'off'}; RRF k = {st['rrf_k']}; ScrubJay-MEM: "
              f"default ScrubJayConfig; buffer {st['buffer']}. Run time "
              f"{res['seconds_total']:.0f} s.")
     return head + t1 + "\n\n" + t2 + "\n\n" + t3 + notes + "\n"

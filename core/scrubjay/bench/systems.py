@@ -62,6 +62,7 @@ __all__ = [
     "LI_CANDIDATES",
     "LI_TIME_DECAY",
     "RECENCY_T_S",
+    "REFRESH_ON_ACCESS",
     "RRF_K",
     "SCRUBJAY_VARIANTS",
     "SYSTEM_NAMES",
@@ -103,6 +104,12 @@ LI_TIME_DECAY = 0.01
 """LlamaIndex's ``time_decay``: score ``(1 - time_decay) ** hours``. Its default (0.99) gives
 ``0.01 ** hours``, which zeroes every memory older than an hour; 0.01 makes it the same curve
 as LangChain's default."""
+
+REFRESH_ON_ACCESS = False
+"""Whether the LangChain / LlamaIndex time-weighted systems refresh a memory's last-access time
+when they return it (both libraries do by default). Off in the benchmarks (chosen): with it on,
+a ranking depends on earlier queries and on k (asking for a full ranking refreshes every
+memory). The TGT run with it on is reported in docs/benchmarks.md."""
 
 LI_CANDIDATES = 100
 """Dense candidates handed to LlamaIndex's postprocessor (as LangChain's ``search_kwargs k``)."""
@@ -360,16 +367,20 @@ class LangChainTimeWeightedSystem(_Base):
     Score = ``relevance + (1 - decay_rate) ** hours_since_last_access`` (its formula), with
     ``decay_rate = LC_DECAY_RATE``. The retriever reads "now" from ``datetime.now()``; each
     query runs inside ``langchain_core.utils.mock_now(query time)`` (LangChain's own helper, the
-    one its documentation uses), and ``last_accessed_at`` starts at the creation time. The
-    retriever refreshes ``last_accessed_at`` of what it returns, as it does in use. Stale when
-    the time factor < 0.5.
+    one its documentation uses), and ``last_accessed_at`` is the creation time. The retriever
+    would refresh ``last_accessed_at`` of what it returns; with ``refresh_on_access=False`` (the
+    benchmark setting, ``REFRESH_ON_ACCESS``) that refresh is undone after each call, so a
+    ranking depends neither on earlier queries nor on how many results were asked for. Stale
+    when the time factor ``(1 - decay_rate) ** hours since creation`` < 0.5.
     """
 
     name = "LC-time-weighted"
     time_aware = True
 
-    def __init__(self, embedder: Embedder, decay_rate: float = LC_DECAY_RATE) -> None:
+    def __init__(self, embedder: Embedder, decay_rate: float = LC_DECAY_RATE,
+                 refresh_on_access: bool = REFRESH_ON_ACCESS) -> None:
         super().__init__()
+        self.refresh_on_access = refresh_on_access
         from langchain_classic.retrievers import TimeWeightedVectorStoreRetriever
         from langchain_core.vectorstores import InMemoryVectorStore
 
@@ -408,6 +419,9 @@ class LangChainTimeWeightedSystem(_Base):
             # The retriever warns when a relevance is outside [0, 1]; cosines can be < 0.
             warnings.simplefilter("ignore", UserWarning)
             docs = self.retriever.invoke(query)
+        if not self.refresh_on_access:
+            for d in docs:  # the memory_stream documents themselves
+                d.metadata["last_accessed_at"] = d.metadata["created_at"]
         out = []
         for d in docs:
             created = d.metadata["created_at"]
@@ -421,17 +435,19 @@ class LlamaIndexTimeWeightedSystem(DenseSystem):
     """LlamaIndex's ``TimeWeightedPostprocessor`` over the dense top ``LI_CANDIDATES``.
 
     Score = ``cos + (1 - time_decay) ** hours`` (its formula), ``time_decay = LI_TIME_DECAY``,
-    ``now`` = the query time (its parameter), ``__last_accessed__`` = the creation time,
-    refreshed on access as the postprocessor does. Stale when the time factor < 0.5, measured
-    from the creation time.
+    ``now`` = the query time (its parameter), ``__last_accessed__`` = the creation time, and
+    ``time_access_refresh = REFRESH_ON_ACCESS`` (False: see the LangChain system). Stale when the
+    time factor < 0.5, measured from the creation time.
     """
 
     name = "LI-time-weighted"
     time_aware = True
 
-    def __init__(self, embedder: Embedder, time_decay: float = LI_TIME_DECAY) -> None:
+    def __init__(self, embedder: Embedder, time_decay: float = LI_TIME_DECAY,
+                 refresh_on_access: bool = REFRESH_ON_ACCESS) -> None:
         super().__init__(embedder)
         self.time_decay = time_decay
+        self.refresh_on_access = refresh_on_access
         self._nodes: dict[str, Any] = {}
 
     def index(self, memories: Iterable[MemoryItem | tuple[str, str, str, float]]) -> None:
@@ -453,7 +469,8 @@ class LlamaIndexTimeWeightedSystem(DenseSystem):
         cand = self._top(cos, LI_CANDIDATES)
         nodes = [NodeWithScore(node=self._nodes[self.items[i].id], score=float(cos[i]))
                  for i in cand]
-        post = TimeWeightedPostprocessor(time_decay=self.time_decay, now=float(at_s), top_k=k)
+        post = TimeWeightedPostprocessor(time_decay=self.time_decay, now=float(at_s), top_k=k,
+                                         time_access_refresh=self.refresh_on_access)
         by_id = {m.id: m for m in self.items}
         out = []
         for n in post.postprocess_nodes(nodes):
@@ -597,6 +614,7 @@ def settings() -> dict[str, Any]:
         "stale_ratio": STALE_RATIO,
         "langchain_decay_rate": LC_DECAY_RATE,
         "llamaindex_time_decay": LI_TIME_DECAY,
+        "time_weighted_refresh_on_access": REFRESH_ON_ACCESS,
         "dense_candidates_for_time_weighted": LI_CANDIDATES,
         "scrubjay_config": "ScrubJayConfig() defaults (ablations: see scrubjay_config)",
         "scrubjay_stale_ratio": sj.decay.stale_ratio,
