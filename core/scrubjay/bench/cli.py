@@ -33,6 +33,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=EMBEDDERS, default="wordllama")
     p.add_argument("--systems", help="comma-separated system names (default: each runner's "
                                      f"own list); known: {', '.join(SYSTEM_NAMES)}")
+    p.add_argument("--locomo-context", default=None,
+                   help="LoCoMo memory context template (default '{sample_id} session {n}')")
     p.add_argument("--jobs", type=int, default=2, help="TGT worker processes (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_bench)
@@ -94,6 +96,7 @@ def _run_one(name: str, args: argparse.Namespace, systems: tuple[str, ...] | Non
         return write_fc(res, out_dir)
     from scrubjay.bench.run_locomo import DEFAULT_LOCOMO_SYSTEMS, run_locomo, write_locomo
 
+    extra = {"context_template": args.locomo_context} if args.locomo_context else {}
     res = run_locomo(_data(args), systems=systems or DEFAULT_LOCOMO_SYSTEMS,
-                     embedder=args.embedder, progress=progress)
+                     embedder=args.embedder, progress=progress, **extra)
     return write_locomo(res, out_dir)

@@ -20,6 +20,7 @@ and the system ranks all memories. Metrics:
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -78,22 +79,33 @@ def stale_first(ranking: Sequence[str], gt_id: str, old_id: str) -> bool:
 
 
 def evaluate_rankings(rankings: Sequence[Sequence[str]],
-                      questions: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Recall@k and stale-first rate of one ranking per question."""
+                      questions: Sequence[dict[str, Any]],
+                      scores: Sequence[dict[str, float]] | None = None) -> dict[str, Any]:
+    """Recall@k and stale-first rate of one ranking per question.
+
+    With ``scores`` (one ``{id: score}`` per question), ``stale_first_ties`` counts the stale-first
+    cases where the two facts' scores are exactly equal (the order came from the tie-break).
+    """
     hits = {k: 0 for k in KS}
-    n_pair = n_stale = 0
-    for ranking, q in zip(rankings, questions, strict=True):
+    n_pair = n_stale = n_ties = 0
+    for i, (ranking, q) in enumerate(zip(rankings, questions, strict=True)):
         gt = memory_id_of(q["gt_seq"])
         for k in KS:
             hits[k] += gt in ranking[:k]
         if q.get("old_seq") is not None:
             n_pair += 1
-            n_stale += stale_first(ranking, gt, memory_id_of(q["old_seq"]))
+            old = memory_id_of(q["old_seq"])
+            first = stale_first(ranking, gt, old)
+            n_stale += first
+            if first and scores is not None:
+                sg, so = scores[i].get(gt, math.nan), scores[i].get(old, math.nan)
+                n_ties += bool(sg == so)
     n = len(questions)
     return {"n_questions": n, "n_has_pair": n_pair,
             **{f"recall@{k}": hits[k] / n if n else float("nan") for k in KS},
             "stale_first": n_stale / n_pair if n_pair else float("nan"),
-            "stale_first_count": n_stale}
+            "stale_first_count": n_stale,
+            "stale_first_ties": n_ties if scores is not None else None}
 
 
 def _run_system(name: str, facts: Sequence[dict[str, Any]], questions: Sequence[dict[str, Any]],
@@ -109,11 +121,12 @@ def _run_system(name: str, facts: Sequence[dict[str, Any]], questions: Sequence[
         else:
             system.index(items)
         at = max(it.created_at_s for it in items) + FACT_INTERVAL_S
-        rankings = [[a.id for a in system.answer(q["question"], at, k=len(items))]
-                    for q in questions]
+        answers = [system.answer(q["question"], at, k=len(items)) for q in questions]
     finally:
         close_system(system)
-    return evaluate_rankings(rankings, questions), time.perf_counter() - t0
+    rankings = [[a.id for a in ans] for ans in answers]
+    scores = [{a.id: a.score for a in ans} for ans in answers]
+    return evaluate_rankings(rankings, questions, scores), time.perf_counter() - t0
 
 
 def run_factconsolidation(data_dir: str | Path, *, systems: Sequence[str] = DEFAULT_FC_SYSTEMS,
@@ -144,20 +157,27 @@ def run_factconsolidation(data_dir: str | Path, *, systems: Sequence[str] = DEFA
             "systems": out}
 
 
+def _sf(m: dict[str, Any]) -> str:
+    ties = m.get("stale_first_ties")
+    return pct(m["stale_first"]) + (f" ({ties} ties)" if ties else "")
+
+
 def fc_markdown(res: dict[str, Any]) -> str:
     """The Markdown report of :func:`run_factconsolidation`."""
     rows = []
     for name, r in res["systems"].items():
         off, on = r["rci_off"], r["rci_on"]
-        rows.append([name, pct(off["recall@1"]), pct(off["recall@5"]), pct(off["stale_first"]),
-                     pct(on["recall@1"]), pct(on["recall@5"]), pct(on["stale_first"])])
+        rows.append([name, pct(off["recall@1"]), pct(off["recall@5"]), _sf(off),
+                     pct(on["recall@1"]), pct(on["recall@5"]), _sf(on)])
     any_row = next(iter(res["systems"].values()))["rci_off"] if res["systems"] else {}
     head = (f"FactConsolidation (single-hop 6k): {res['n_facts']} facts added in serial order, "
             f"one every {res['fact_interval_s']:g} s, context {res['fact_context']!r}; "
             f"{res['n_questions']} questions ({any_row.get('n_has_pair', 0)} with a superseded "
             f"fact) asked after the last fact; embedder {res['embedder']}. RCI on = each fact "
             "through the system's update hook (only ScrubJay-MEM has one: integrate); goal: "
-            "stale-first < 10%.\n\n")
+            "stale-first < 10%. \"(n ties)\": stale-first cases where the two facts scored "
+            "exactly the same and the tie-break (earlier-indexed first) put the old one first."
+            "\n\n")
     return head + md_table(["system", "R@1 % (RCI off)", "R@5 % (off)", "stale-first % (off)",
                             "R@1 % (RCI on)", "R@5 % (on)", "stale-first % (on)"], rows) + \
         f"\n\nRun time {res['seconds_total']:.0f} s.\n"

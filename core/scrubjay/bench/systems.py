@@ -128,11 +128,13 @@ class MemoryItem(NamedTuple):
 
 
 class Answer(NamedTuple):
-    """One ranked answer: the memory id, its text, and the system's validity judgement."""
+    """One ranked answer: the memory id, its text, the system's validity judgement, and the
+    ranking score when the system exposes one (NaN otherwise; used to detect exact ties)."""
 
     id: str
     text: str
     judged_valid: bool
+    score: float = float("nan")
 
 
 class System(Protocol):
@@ -223,7 +225,9 @@ class _Base:
         return memory_id
 
     def _top(self, scores: NDArray[np.float64], k: int) -> list[int]:
-        order = np.lexsort((np.arange(len(scores)), -scores))  # ties: insertion order
+        # Exact ties go to the earlier-indexed memory, as a stable sort does (chosen; the
+        # FactConsolidation report counts such ties, since there they favour the older fact).
+        order = np.lexsort((np.arange(len(scores)), -scores))
         return [int(i) for i in order[:k]]
 
 
@@ -269,8 +273,9 @@ class BM25System(_Base):
     def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
         if not self.items:
             return []
-        return [Answer(self.items[i].id, self.items[i].text, True)
-                for i in self._top(self.scores(query), k)]
+        sc = self.scores(query)
+        return [Answer(self.items[i].id, self.items[i].text, True, float(sc[i]))
+                for i in self._top(sc, k)]
 
 
 class DenseSystem(_Base):
@@ -296,8 +301,9 @@ class DenseSystem(_Base):
     def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
         if not self.items:
             return []
-        return [Answer(self.items[i].id, self.items[i].text, True)
-                for i in self._top(self.cosines(query), k)]
+        cos = self.cosines(query)
+        return [Answer(self.items[i].id, self.items[i].text, True, float(cos[i]))
+                for i in self._top(cos, k)]
 
 
 class RRFSystem(_Base):
@@ -324,7 +330,8 @@ class RRFSystem(_Base):
         rank_d = [ids[i] for i in self.dense._top(self.dense.cosines(query), len(ids))]
         fused = rrf_scores([rank_b, rank_d])
         scores = np.array([fused[i] for i in ids])
-        return [Answer(ids[i], self.items[i].text, True) for i in self._top(scores, k)]
+        return [Answer(ids[i], self.items[i].text, True, float(scores[i]))
+                for i in self._top(scores, k)]
 
 
 class DenseRecencySystem(DenseSystem):
@@ -344,8 +351,9 @@ class DenseRecencySystem(DenseSystem):
             return []
         cos = self.cosines(query)
         rec = recency_factor(at_s - self._t, self.t_s)
-        return [Answer(self.items[i].id, self.items[i].text, bool(rec[i] >= self.stale_ratio))
-                for i in self._top(cos * rec, k)]
+        score = cos * rec
+        return [Answer(self.items[i].id, self.items[i].text, bool(rec[i] >= self.stale_ratio),
+                       float(score[i])) for i in self._top(score, k)]
 
 
 def _langchain_embeddings(embedder: Embedder) -> Any:
@@ -477,7 +485,7 @@ class LlamaIndexTimeWeightedSystem(DenseSystem):
             m = by_id[n.node.node_id]
             hours = max(0.0, at_s - m.created_at_s) / 3600
             factor = (1.0 - self.time_decay) ** hours
-            out.append(Answer(m.id, m.text, bool(factor >= STALE_RATIO)))
+            out.append(Answer(m.id, m.text, bool(factor >= STALE_RATIO), float(n.score or 0.0)))
         return out
 
 
@@ -561,7 +569,7 @@ class ScrubJaySystem:
     def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
         self.clock.set(max(self.clock(), float(at_s)))
         hits = self.mem.search(query, k=k, at=float(at_s))
-        return [Answer(h.id, h.text, not h.stale) for h in hits]
+        return [Answer(h.id, h.text, not h.stale, h.score) for h in hits]
 
     def close(self) -> None:
         self.mem.close()
