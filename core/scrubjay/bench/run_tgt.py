@@ -205,18 +205,24 @@ def plot_intervals(res: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ivs = list(res["always_valid_floor"]["per_interval"])
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     x = list(range(len(ivs)))
     series = [("always-valid floor", res["always_valid_floor"])] + list(res["systems"].items())
-    for name, r in series:
+    colors = plt.get_cmap("tab20").colors
+    markers = "osD^v<>ph*Xd"
+    for j, (name, r) in enumerate(series):
         means = [100 * r["per_interval"][k]["mean"] for k in ivs]
-        err = [100 * (r["per_interval"][k]["half_width"] or 0.0)
-               if r["per_interval"][k]["half_width"] == r["per_interval"][k]["half_width"]
-               else 0.0 for k in ivs]
-        style = {"linestyle": ":", "color": "grey"} if name.startswith("always") else {}
-        lw = 2.5 if name == "SJ-full" else 1.2
-        ax.errorbar(x, means, yerr=err, marker="o", capsize=3, label=name, linewidth=lw,
-                    **style)
+        hws = [r["per_interval"][k]["half_width"] for k in ivs]
+        err = [100 * h if h is not None and h == h else 0.0 for h in hws]
+        if name.startswith("always"):
+            style = {"linestyle": ":", "color": "grey", "linewidth": 1.5}
+        elif name == "SJ-full":
+            style = {"color": "black", "linewidth": 2.8}
+        else:
+            style = {"color": colors[(2 * j) % 20 if j < 10 else (2 * j + 1) % 20],
+                     "linewidth": 1.2}
+        ax.errorbar(x, means, yerr=err, marker=markers[j % len(markers)], capsize=3,
+                    label=name, **style)
     for i, k in enumerate(ivs):
         if k in ("I3", "I5"):
             ax.axvspan(i - 0.3, i + 0.3, color="0.92", zorder=0)
@@ -225,7 +231,7 @@ def plot_intervals(res: dict[str, Any], path: Path) -> None:
     ax.set_ylim(0, 100)
     ax.set_title(f"TGT accuracy per retention interval ({res['seeds']} seeds x "
                  f"{res['instances_per_seed']} instances, {res['embedder']})")
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
