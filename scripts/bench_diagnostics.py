@@ -15,7 +15,6 @@ import logging
 from pathlib import Path
 
 import numpy as np
-
 from scrubjay.bench.common import default_data_dir, get_embedder, md_table
 from scrubjay.bench.run_factconsolidation import (
     FACT_INTERVAL_S,
@@ -24,7 +23,7 @@ from scrubjay.bench.run_factconsolidation import (
     memory_id_of,
 )
 from scrubjay.bench.run_locomo import build_conversation, load_locomo
-from scrubjay.bench.systems import MemoryItem, close_system, make_system
+from scrubjay.bench.systems import close_system, make_system
 from scrubjay.bench.tgt import TGTConfig, generate, system_view
 from scrubjay.config import ClassifierConfig, WeightConfig
 from scrubjay.perishability import keyword_classify

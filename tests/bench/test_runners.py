@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from scrubjay.bench import run_tgt as rt
 from scrubjay.bench.run_factconsolidation import (
     evaluate_rankings,

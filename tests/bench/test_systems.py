@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-
 from scrubjay.bench.systems import (
     RECENCY_T_S,
     RRF_K,

@@ -30,8 +30,16 @@ from typing import Any
 from scrubjay.bench.common import environment, get_embedder, md_table, pct, write_json
 from scrubjay.bench.systems import MemoryItem, close_system, make_system, settings
 
-__all__ = ["CATEGORIES", "DEFAULT_LOCOMO_SYSTEMS", "DATE_FORMAT", "build_conversation",
-           "load_locomo", "locomo_markdown", "normalise_evidence", "run_locomo"]
+__all__ = [
+    "CATEGORIES",
+    "DATE_FORMAT",
+    "DEFAULT_LOCOMO_SYSTEMS",
+    "build_conversation",
+    "load_locomo",
+    "locomo_markdown",
+    "normalise_evidence",
+    "run_locomo",
+]
 
 DATE_FORMAT = "%I:%M %p on %d %B, %Y"
 """Format of ``session_<n>_date_time`` (e.g. "1:56 pm on 8 May, 2023")."""
@@ -86,8 +94,8 @@ def build_conversation(sample: dict[str, Any], context_template: str = CONTEXT_T
     sid = sample["sample_id"]
     conv = sample["conversation"]
     memories: list[MemoryItem] = []
-    sessions = sorted((int(k.split("_")[1]) for k in conv
-                       if re.fullmatch(r"session_\d+", k)))
+    sessions = sorted(int(k.split("_")[1]) for k in conv
+                       if re.fullmatch(r"session_\d+", k))
     for n in sessions:
         t = _session_time(conv[f"session_{n}_date_time"])
         for i, turn in enumerate(conv[f"session_{n}"]):

@@ -12,6 +12,7 @@ t-interval over seeds. Outputs: a Markdown report, ``tgt.json`` and ``tgt_interv
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from scrubjay.bench.systems import (
 )
 from scrubjay.bench.tgt import TGTConfig, generate, system_view
 
-__all__ = ["DEFAULT_TGT_SYSTEMS", "answer_instance", "run_tgt", "tgt_markdown", "plot_intervals"]
+__all__ = ["DEFAULT_TGT_SYSTEMS", "answer_instance", "plot_intervals", "run_tgt", "tgt_markdown"]
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +162,7 @@ def run_tgt(*, systems: Sequence[str] = DEFAULT_TGT_SYSTEMS, seeds: int = 5,
 
 def _ci(d: dict[str, float], scale: float = 100.0, digits: int = 1) -> str:
     mean, hw = d["mean"], d["half_width"]
-    if hw is None or hw != hw:
+    if hw is None or math.isnan(hw):
         return f"{scale * mean:.{digits}f}"
     return f"{scale * mean:.{digits}f} ± {scale * hw:.{digits}f}"
 
@@ -191,8 +192,8 @@ def tgt_markdown(res: dict[str, Any]) -> str:
              f"{st['stale_ratio']:g} for every time-aware system; LangChain decay_rate "
              f"{st['langchain_decay_rate']:g}; LlamaIndex time_decay "
              f"{st['llamaindex_time_decay']:g}; their access refresh "
-             f"{'on' if st['time_weighted_refresh_on_access'] else 'off'}; RRF k = {st['rrf_k']}; ScrubJay-MEM: "
-             f"default ScrubJayConfig; buffer {st['buffer']}. Run time "
+             f"{'on' if st['time_weighted_refresh_on_access'] else 'off'}; "
+             f"RRF k = {st['rrf_k']}; ScrubJay-MEM: default ScrubJayConfig; buffer {st['buffer']}. Run time "
              f"{res['seconds_total']:.0f} s.")
     return head + t1 + "\n\n" + t2 + "\n\n" + t3 + notes + "\n"
 
@@ -213,7 +214,7 @@ def plot_intervals(res: dict[str, Any], path: Path) -> None:
     for j, (name, r) in enumerate(series):
         means = [100 * r["per_interval"][k]["mean"] for k in ivs]
         hws = [r["per_interval"][k]["half_width"] for k in ivs]
-        err = [100 * h if h is not None and h == h else 0.0 for h in hws]
+        err = [0.0 if h is None or math.isnan(h) else 100 * h for h in hws]
         if name.startswith("always"):
             style = {"linestyle": ":", "color": "grey", "linewidth": 1.5}
         elif name == "SJ-full":
