@@ -1,0 +1,102 @@
+"""``scrubjay bench tgt|locomo|factconsolidation|all``: run the quality benchmarks.
+
+Each command prints its Markdown report and writes it, with a JSON file (and for TGT a PNG),
+into ``--out`` (default ``bench-results/``). Third-party data is read from ``--data`` (default
+``<repo>/../shared/benchmarks`` when it exists); it is never copied.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from scrubjay.bench.common import EMBEDDERS, default_data_dir
+from scrubjay.bench.systems import SYSTEM_NAMES
+
+__all__ = ["add_bench_parser", "cmd_bench"]
+
+BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all")
+
+
+def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``bench`` command to the ``scrubjay`` command line."""
+    p = subparsers.add_parser("bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation")
+    p.add_argument("benchmark", choices=BENCHMARKS)
+    p.add_argument("--seeds", type=int, default=5, help="TGT seeds (default 5)")
+    p.add_argument("--instances", type=int, default=20, help="TGT instances per seed (20)")
+    p.add_argument("--out", default="bench-results", help="output folder (bench-results/)")
+    p.add_argument("--data", help="folder holding locomo/ and factconsolidation_sh/ "
+                                  "(default: <repo>/../shared/benchmarks)")
+    p.add_argument("--embedder", choices=EMBEDDERS, default="wordllama")
+    p.add_argument("--systems", help="comma-separated system names (default: each runner's "
+                                     f"own list); known: {', '.join(SYSTEM_NAMES)}")
+    p.add_argument("--locomo-context", default=None,
+                   help="LoCoMo memory context template (default '{sample_id} session {n}')")
+    p.add_argument("--jobs", type=int, default=2, help="TGT worker processes (default 2)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_bench)
+    return p
+
+
+def _data(args: argparse.Namespace) -> Path:
+    data = Path(args.data) if args.data else default_data_dir()
+    if data is None or not data.exists():
+        raise FileNotFoundError("no benchmark data: pass --data PATH (the folder holding "
+                                "locomo/ and factconsolidation_sh/)")
+    return data
+
+
+def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
+    """Run the chosen benchmark(s); print the Markdown and the files written."""
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    out_dir = Path(args.out)
+    systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
+    unknown = [s for s in systems or () if s not in SYSTEM_NAMES]
+    chosen = ("tgt", "factconsolidation", "locomo") if args.benchmark == "all" \
+        else (args.benchmark,)
+    try:
+        if unknown:
+            raise ValueError(f"unknown systems {unknown}; known: {', '.join(SYSTEM_NAMES)}")
+        if args.embedder == "minilm":
+            from scrubjay.bench.common import get_embedder
+
+            get_embedder("minilm")  # fail early with a clear message
+        for name in chosen:
+            paths = _run_one(name, args, systems, out_dir)
+            out.write(paths["md"].read_text() + "\n")
+            out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n\n")
+    except (RuntimeError, FileNotFoundError, ValueError) as exc:
+        sys.stderr.write(f"scrubjay bench: error: {exc}\n")
+        return 2
+    return 0
+
+
+def _run_one(name: str, args: argparse.Namespace, systems: tuple[str, ...] | None,
+             out_dir: Path) -> dict[str, Path]:
+    progress = not args.no_progress
+    if name == "tgt":
+        from scrubjay.bench.run_tgt import DEFAULT_TGT_SYSTEMS, run_tgt, write_tgt
+
+        res = run_tgt(systems=systems or DEFAULT_TGT_SYSTEMS, seeds=args.seeds,
+                      instances=args.instances, embedder=args.embedder, jobs=args.jobs,
+                      progress=progress)
+        return write_tgt(res, out_dir)
+    if name == "factconsolidation":
+        from scrubjay.bench.run_factconsolidation import (
+            DEFAULT_FC_SYSTEMS,
+            run_factconsolidation,
+            write_fc,
+        )
+
+        res = run_factconsolidation(_data(args), systems=systems or DEFAULT_FC_SYSTEMS,
+                                    embedder=args.embedder, progress=progress)
+        return write_fc(res, out_dir)
+    from scrubjay.bench.run_locomo import DEFAULT_LOCOMO_SYSTEMS, run_locomo, write_locomo
+
+    extra = {"context_template": args.locomo_context} if args.locomo_context else {}
+    res = run_locomo(_data(args), systems=systems or DEFAULT_LOCOMO_SYSTEMS,
+                     embedder=args.embedder, progress=progress, **extra)
+    return write_locomo(res, out_dir)
