@@ -33,7 +33,8 @@ __all__ = [
 #: read back as the memory's time and context).
 RESERVED_KEYS = frozenset({
     "id", "context", "created_at", "label", "pi", "tau_s", "value", "source", "annotation",
-    "updated_at", "utility", "stale", "score", "what", "where", "when", "graph", "weights",
+    "updated_at", "utility", "stale", "score", "paper_score", "what", "where", "when", "graph",
+    "weights",
     "from_buffer",
 })
 
@@ -56,6 +57,7 @@ def hit_to_document(hit: Hit) -> Document:
     doc = record_to_document(hit.record)
     doc.metadata.update({
         "utility": float(hit.utility), "stale": bool(hit.stale), "score": float(hit.score),
+        "paper_score": float(hit.paper_score),
         "what": float(hit.what), "where": float(hit.where), "when": float(hit.when),
         "graph": float(hit.graph), "weights": [float(w) for w in hit.weights],
         "from_buffer": bool(hit.from_buffer),

@@ -37,7 +37,8 @@ __all__ = [
 RECORD_KEYS: tuple[str, ...] = ("memory_id", "context", "created_at", "label", "pi", "tau_s",
                                 "value", "source", "annotation")
 #: Node metadata keys written from a search hit (the score and its explanation, paper Eq. 5).
-HIT_KEYS: tuple[str, ...] = ("score", "utility", "stale", "score_what", "score_where",
+HIT_KEYS: tuple[str, ...] = ("score", "paper_score", "utility", "stale", "score_what",
+                             "score_where",
                              "score_when", "score_graph", "weight_what", "weight_where",
                              "weight_when", "weight_graph", "from_buffer")
 #: Every key this package writes; on the way back only ``context`` and ``created_at`` are read.
@@ -110,8 +111,8 @@ def hit_to_node(hit: Hit) -> NodeWithScore:
     node = record_to_node(hit.record)
     w_what, w_where, w_when, w_graph = (float(w) for w in hit.weights)
     node.metadata.update({
-        "score": float(hit.score), "utility": float(hit.utility), "stale": bool(hit.stale),
-        "score_what": float(hit.what), "score_where": float(hit.where),
+        "score": float(hit.score), "paper_score": float(hit.paper_score),
+        "utility": float(hit.utility), "stale": bool(hit.stale), "score_what": float(hit.what), "score_where": float(hit.where),
         "score_when": float(hit.when), "score_graph": float(hit.graph),
         "weight_what": w_what, "weight_where": w_where, "weight_when": w_when,
         "weight_graph": w_graph, "from_buffer": bool(hit.from_buffer),

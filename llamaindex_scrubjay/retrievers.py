@@ -189,8 +189,8 @@ class ScrubJayRetriever(BaseRetriever):
     # ------------------------------------------------------------------ retrieve
     def _search(self, query: str) -> list[NodeWithScore]:
         hits = self._memory.search(query, context=self.context, k=self.similarity_top_k,
-                                   at=self.at)
-        return [hit_to_node(h) for h in hits if not (self.exclude_stale and h.stale)]
+                                   at=self.at, exclude_stale=self.exclude_stale)
+        return [hit_to_node(h) for h in hits]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._search(query_bundle.query_str)

@@ -361,11 +361,19 @@ class SearchConfig:
     recent), before exact re-scoring (chosen)."""
     graph_neighbors: bool = True
     """Pull the graph neighbours of candidates in as candidates too."""
+    ranking: str = "relevance"
+    """``"relevance"`` (chosen default): rank by what/where relevance (mixed by the Eq. 6
+    weights) times the memory's value ``V / V0``, so RCI-superseded memories sink, while time
+    decay sets the ``stale`` flag; hits still carry the Eq. 5 score and its breakdown.
+    ``"paper"``: rank by the Eq. 5 score, as the paper does; there a fresh but unrelated
+    memory can outrank a relevant older one (``docs/benchmarks.md`` measures both)."""
     mirror: bool | None = None
     """Keep an in-memory mirror of the namespace and score exactly over all memories. ``None``:
     on for embedded (``path=``) stores, off for client/server."""
 
     def __post_init__(self) -> None:
+        _check(self.ranking in ("relevance", "paper"), "SearchConfig", "ranking",
+               "'relevance' or 'paper'", self.ranking)
         _check(isinstance(self.candidates, int) and self.candidates >= 1, "SearchConfig",
                "candidates", "an int >= 1", self.candidates)
 
@@ -384,6 +392,12 @@ class ScrubJayConfig:
     consolidation: ConsolidationConfig = field(default_factory=ConsolidationConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+
+    @classmethod
+    def paper(cls) -> ScrubJayConfig:
+        """The paper as published: Eq. 5 ranking and the keyword fallback classifier."""
+        return cls(classifier=ClassifierConfig(offline="keyword"),
+                   search=SearchConfig(ranking="paper"))
 
     def __post_init__(self) -> None:
         expected = {"fusion": FusionConfig, "classifier": ClassifierConfig, "decay": DecayConfig,

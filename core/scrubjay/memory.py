@@ -510,10 +510,12 @@ class ScrubJayMemory:
 
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,
-               at: Timestamp | None = None) -> list[Hit]:
+               at: Timestamp | None = None, *, exclude_stale: bool = False) -> list[Hit]:
         """The ``k`` best memories for ``query`` asked in ``context`` at time ``at``.
 
         Each :class:`Hit` carries its score, utility, stale flag and the score's breakdown.
+        With ``exclude_stale=True`` only memories that are not stale at ``at`` compete (still
+        ``k`` of them when there are enough).
         """
         owner = "ScrubJayMemory.search"
         check_text(query, "query", owner)
@@ -530,13 +532,37 @@ class ScrubJayMemory:
                                        float(np.linalg.norm(c_q)),
                                        t_q - self._newest_t if math.isfinite(self._newest_t)
                                        else 0.0, self.config.weights)
-            if self._buffer is not None:
+            if self._buffer is not None and not exclude_stale:
                 hits = self._search_buffer(e_q, c_q, weights, k, t_q)
                 if hits is not None:
                     return hits
             rows = self._mirror.view() if self._use_mirror and self._mirror else \
                 self._server_candidates(e_q, c_q)
+            if exclude_stale:
+                u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
+                fresh = np.flatnonzero(~is_stale(u, rows.value, self.config.decay.stale_ratio))
+                if len(fresh) < len(rows):
+                    rows = rows.take(fresh)
+                    if self.config.search.ranking == "relevance":
+                        return self._rank_by_relevance(rows, e_q, c_q, weights, k, t_q)
+                    return self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False)
+            if self.config.search.ranking == "relevance":
+                return self._rank_by_relevance(rows, e_q, c_q, weights, k, t_q)
             return self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=self._use_mirror)
+
+    def _rank_by_relevance(self, rows: Rows, e_q: NDArray[np.float32],
+                           c_q: NDArray[np.float32], weights: NDArray[np.float64], k: int,
+                           t_q: float) -> list[Hit]:
+        """Rank by ``relevance * V / V0`` (what and where mixed by the adaptive weights; value
+        lowered by RCI sinks superseded memories); time decay only sets ``stale``."""
+        a, b = float(weights[0]), float(weights[1])
+        rel = (a * (rows.what @ e_q) + b * (rows.where @ c_q)) / (a + b)
+        key = rel * rows.value / self.config.decay.default_value
+        top = np.argsort(-key, kind="stable")[:k]
+        hits = self._rank(rows.take(top), e_q, c_q, weights, k, t_q, exhaustive=False)
+        key_of = {rows.records[i].id: float(key[i]) for i in top}
+        order = {rows.records[i].id: n for n, i in enumerate(top)}
+        return [replace(h, score=key_of[h.id]) for h in sorted(hits, key=lambda h: order[h.id])]
 
     def _server_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
         n = self.config.search.candidates
@@ -649,6 +675,7 @@ class ScrubJayMemory:
         stale = is_stale(u, rows.value, self.config.decay.stale_ratio)
         w = tuple(float(x) for x in weights)
         return [Hit(record=rows.records[i], score=float(s_prime[i] + d * bonus[i]),
+                    paper_score=float(s_prime[i] + d * bonus[i]),
                     utility=float(u[i]), stale=bool(stale[i]), what=float(sim_what[i]),
                     where=float(sim_where[i]), when=float(u[i]), graph=float(bonus[i]),
                     weights=w, from_buffer=from_buffer)  # type: ignore[arg-type]

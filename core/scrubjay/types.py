@@ -55,11 +55,15 @@ class MemoryRecord:
 class Hit:
     """A search result with its score explained (paper Eq. 5).
 
-    ``score == weights[0]*what + weights[1]*where + weights[2]*when + weights[3]*graph``.
+    ``paper_score == weights[0]*what + weights[1]*where + weights[2]*when + weights[3]*graph``.
+    ``score`` is what the ranking sorted by: ``paper_score`` with ``ranking="paper"``; with the
+    default ``ranking="relevance"``, ``(a*what + b*where) / (a + b) * value / default_value``.
     """
 
     record: MemoryRecord
     score: float
+    paper_score: float
+    """The Eq. 5 score (with the Eq. 8 graph bonus), whatever the ranking mode."""
     utility: float
     """``U(m, t_q) = V exp(-pi (t_q - t_i) / tau)`` at the query time."""
     stale: bool

@@ -76,7 +76,9 @@ def test_hit_breakdown_adds_up(memory_factory, clock) -> None:
     for h in hits:
         a, b, g, d = h.weights
         assert sum(h.weights) == pytest.approx(1.0)
-        assert h.score == pytest.approx(a * h.what + b * h.where + g * h.when + d * h.graph)
+        assert h.paper_score == pytest.approx(a * h.what + b * h.where + g * h.when + d * h.graph)
+        # default ranking: relevance mixed by the adaptive weights, times V / V0
+        assert h.score == pytest.approx((a * h.what + b * h.where) / (a + b) * h.record.value)
         assert h.when == h.utility
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
@@ -104,7 +106,8 @@ def _reference_scores(mem: ScrubJayMemory, query: str, context: str, t_q: float)
 def test_search_is_exact_against_naive_reference(clock, tmp_path) -> None:
     rng = np.random.default_rng(7)
     words = "alpha beta gamma delta office car key meeting tea oslo level room ticket".split()
-    mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(32), clock=clock)
+    mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(32), clock=clock,
+                         config=ScrubJayConfig(search=SearchConfig(ranking="paper")))
     for _ in range(300):
         text = " ".join(rng.choice(words, size=4))
         ctx = " ".join(rng.choice(words, size=2)) if rng.random() < 0.7 else ""
@@ -342,7 +345,7 @@ def test_forget_namespace(memory_factory) -> None:
 def test_server_search_does_not_pull_the_collection(clock, chroma_server) -> None:
     import chromadb
 
-    cfg = ScrubJayConfig(search=SearchConfig(candidates=10))
+    cfg = ScrubJayConfig(search=SearchConfig(candidates=40))
     mem = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0], port=chroma_server[1]),
                          namespace="bulk", embedder=HashEmbedder(32), clock=clock, config=cfg)
     mem.forget_namespace()
@@ -353,8 +356,9 @@ def test_server_search_does_not_pull_the_collection(clock, chroma_server) -> Non
     mem._store.get = lambda ids, **kw: (fetched.append(len(ids)), real_get(ids, **kw))[1]
     mem._store.iter_all = None  # would raise if called
     hits = mem.search("topic 3", k=5)
-    assert len(hits) == 5 and all("topic 3" in h.text for h in hits)
-    assert sum(fetched) <= 10 + 10 * 16   # candidates plus their graph neighbours at most
+    # Chroma's HNSW index is approximate: allow one miss among the five
+    assert len(hits) == 5 and sum(h.text.endswith("topic 3") for h in hits) >= 4
+    assert sum(fetched) <= 40 + 5 * 16   # candidates, then the graph neighbours of the top k
     mem.forget_namespace()
 
 
@@ -467,3 +471,22 @@ def test_in_memory_instances_are_independent(embedder) -> None:
     assert len(a) == 1 and len(b) == 0 and b.search("only in a", k=1) == []
     a.close()
     assert len(b) == 0
+
+
+def test_relevance_ranking_keeps_stale_but_relevant_memories_and_sinks_superseded(
+        memory_factory, clock) -> None:
+    mem = memory_factory()
+    parked = mem.add("the car is parked on level 3 right now", context="mall")
+    mem.add("my sister lives in Oslo")
+    clock.advance(days=2)
+    top = mem.search("where is the car parked", k=1)[0]
+    assert top.id == parked.id and top.stale          # relevant, honestly flagged stale
+    fresh = mem.search("where is the car parked", k=1, exclude_stale=True)
+    assert len(fresh) == 1 and fresh[0].id != parked.id and not fresh[0].stale
+    # RCI lowers the old memory's value: the replacement now ranks first
+    mem.integrate("the car is parked on level 5 now", context="mall")
+    hits = mem.search("where is the car parked", k=2)
+    assert hits[0].text == "the car is parked on level 5 now" and hits[1].id == parked.id
+    paper = memory_factory("paper", config=ScrubJayConfig.paper())
+    assert paper.config.search.ranking == "paper"
+    assert paper.config.classifier.offline == "keyword"

@@ -75,8 +75,8 @@ def test_documents_carry_the_score_breakdown(retriever: ScrubJayRetriever) -> No
                        "where", "when", "graph", "weights"}
     assert docs[0].id == md["id"] and md["score"] >= docs[1].metadata["score"]
     w = md["weights"]
-    assert md["score"] == pytest.approx(w[0] * md["what"] + w[1] * md["where"]
-                                        + w[2] * md["when"] + w[3] * md["graph"])
+    assert md["paper_score"] == pytest.approx(w[0] * md["what"] + w[1] * md["where"]
+                                              + w[2] * md["when"] + w[3] * md["graph"])
 
 
 def test_k_context_time_and_stale_per_call(clock, embedder) -> None:

@@ -28,7 +28,7 @@ REC = MemoryRecord(id="m1", text="I am parked on level 3", context="at the mall"
 
 def _hit() -> Hit:
     # numpy scalars, as the core's arithmetic may produce: they must not leak into LlamaIndex
-    return Hit(record=REC, score=np.float64(0.5), utility=np.float64(0.8), stale=np.bool_(False),
+    return Hit(record=REC, score=np.float64(0.5), paper_score=np.float64(0.5), utility=np.float64(0.8), stale=np.bool_(False),
                what=np.float32(0.25), where=np.float64(1.0), when=np.float64(0.8),
                graph=np.float64(0.0), weights=(np.float64(0.4), np.float64(0.2),
                                                np.float64(0.2), np.float64(0.2)))

@@ -45,6 +45,9 @@ def test_query_engine_answer_changes_as_facts_go_stale(retriever: ScrubJayRetrie
     assert PARKED in ask(question)
     clock.advance(days=2)  # "right now" facts decay within hours; the sister's city does not
     answer = ask(question)
+    assert PARKED in answer and "stale: True" in answer   # still the best match, flagged stale
+    retriever.exclude_stale = True
+    answer = ask(question)
     assert SISTER in answer and PARKED not in answer
     assert "stale: False" in answer
 

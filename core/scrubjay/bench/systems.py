@@ -493,7 +493,8 @@ class LlamaIndexTimeWeightedSystem(DenseSystem):
 # ScrubJay-MEM
 # ---------------------------------------------------------------------------------------------
 
-SCRUBJAY_VARIANTS = ("SJ-full", "SJ-no-decay", "SJ-no-graph", "SJ-no-rci", "SJ-uniform-w")
+SCRUBJAY_VARIANTS = ("SJ-full", "SJ-no-decay", "SJ-no-graph", "SJ-no-rci", "SJ-uniform-w",
+                     "SJ-keyword", "SJ-paper")
 """ScrubJay-MEM and its config-only ablations."""
 
 
@@ -513,9 +514,13 @@ def scrubjay_config(variant: str = "SJ-full") -> ScrubJayConfig:
     if variant == "SJ-no-decay":
         c = base.classifier
         return replace(base, classifier=ClassifierConfig(
-            keyword_rules=(), default_pi=c.pi_min, default_tau_s=c.tau_max_s,
+            offline="keyword", keyword_rules=(), default_pi=c.pi_min, default_tau_s=c.tau_max_s,
             context_perturbation_max=0.0, tau_min_s=c.tau_min_s, tau_max_s=c.tau_max_s,
             pi_min=c.pi_min))
+    if variant == "SJ-keyword":
+        return replace(base, classifier=replace(base.classifier, offline="keyword"))
+    if variant == "SJ-paper":
+        return ScrubJayConfig.paper()
     if variant == "SJ-no-graph":
         return replace(base, graph=GraphConfig(max_neighbors=0))
     if variant == "SJ-uniform-w":
