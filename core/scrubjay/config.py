@@ -248,9 +248,11 @@ class GraphConfig:
 class RCIConfig:
     """Retroactive Contextual Integration (paper §3.5, Eq. 9-12, Proposition 1)."""
 
-    theta: float = 0.6
-    """Affinity threshold ``theta_RCI`` on ``cos(what_i, what_n)`` (chosen: between the
-    wordllama 'related update' similarity 0.68 and the 99th percentile of unrelated pairs 0.62)."""
+    theta: float = 0.5
+    """Affinity threshold ``theta_RCI`` on ``cos(what_i, what_n)`` (chosen: 0.5, below the
+    wordllama 'related update' similarity 0.68, above its 'same topic' 0.39 and 90th percentile
+    of unrelated pairs 0.31. At 0.6, 13 of 74 superseded FactConsolidation facts were never
+    touched by their replacement; ``docs/benchmarks.md``)."""
     eta_value: float = 0.5
     """Learning rate of the value update (chosen)."""
     eta_pi: float = 0.5

@@ -87,9 +87,10 @@ _REINFORCE = re.compile(r"\b(still|confirm(?:ed|s)?|again|always|permanent(?:ly)
 #: (dV, dpi, dtau) of the offline parser per case (chosen).
 FALLBACK_INVALIDATE = (-0.8, 0.3, -0.5)
 FALLBACK_REINFORCE = (0.2, -0.1, 0.5)
-#: New information about the same thing with no cue word: newer evidence mildly supersedes
-#: older (chosen: the stored new memory then outranks the old one).
-FALLBACK_SUPERSEDE = (-0.5, 0.2, 0.0)
+#: New information about the same thing with no cue word: newer evidence supersedes older
+#: (chosen: the old value drops by ``eta_V * alpha``, so the stored new memory outranks it;
+#: with -0.5 a quarter of superseded FactConsolidation facts still came first).
+FALLBACK_SUPERSEDE = (-1.0, 0.2, 0.0)
 
 
 def fallback_deltas(new_info: str, cfg: RCIConfig) -> Deltas:

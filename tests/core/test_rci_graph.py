@@ -94,7 +94,7 @@ def test_integrate_one_llm_call_for_many_memories(clock, embedder) -> None:
                          config=ScrubJayConfig(llm=LLMConfig(annotate=False)))
     for i in range(40):
         mem.add(f"the office is in building A wing {i}")
-    mem.add("my cat is called Miso")
+    mem.add("Miso purrs loudly")
     before = {r.id: r for r in mem}
     calls_before = len(llm.prompts)
     rep = mem.integrate("the office is in building B now", store=False)
