@@ -22,6 +22,7 @@ import fcntl
 import json
 import logging
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -200,6 +201,50 @@ class ChromaStore:
                 self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
         except Exception as exc:
             raise _wrap(f"delete {len(ids)} memories", exc) from exc
+        self._redact_log(ids=ids)
+
+    def _redact_log(self, ids: Sequence[str] | None = None,
+                    collection_ids: Sequence[str] | None = None) -> None:
+        """Embedded stores: blank deleted memories' text in Chroma's write-ahead log.
+
+        Chroma's local log (table ``embeddings_queue`` of ``chroma.sqlite3``) keeps every write,
+        with its document and metadata, until the vector index flushes (``sync_threshold``
+        writes later). A delete must not leave the text there, so the metadata of every logged
+        write of a deleted id (or of a dropped collection) is set to NULL; the operations and
+        vectors stay, so a replay after a crash is unchanged. ``secure_delete`` zeroes the
+        freed bytes. A store without that table (a server, another Chroma version) is skipped.
+        """
+        if self.path is None:
+            return
+        db = Path(self.path) / "chroma.sqlite3"
+        if not db.exists():
+            return
+        if collection_ids is None:
+            collection_ids = [str(self.what.id), str(self.where.id)]
+        topics = [f"%/{cid}" for cid in collection_ids]
+        topic_sql = " OR ".join("topic LIKE ?" for _ in topics)
+        try:
+            con = sqlite3.connect(db, timeout=30)
+            try:
+                con.execute("PRAGMA secure_delete = ON")
+                if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                   "name = 'embeddings_queue'").fetchone():
+                    return
+                with con:
+                    if ids is None:
+                        con.execute(f"UPDATE embeddings_queue SET metadata = NULL "
+                                    f"WHERE {topic_sql}", topics)
+                    else:
+                        ids = list(ids)
+                        for lo in range(0, len(ids), 500):
+                            part = ids[lo:lo + 500]
+                            marks = ",".join("?" * len(part))
+                            con.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE "
+                                        f"id IN ({marks}) AND ({topic_sql})", part + topics)
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise _wrap("redact deleted memories from the write-ahead log", exc) from exc
 
     # -- reads -----------------------------------------------------------------------------
     def count(self) -> int:
@@ -284,6 +329,22 @@ class ChromaStore:
             raise _wrap("reconcile the collections", exc) from exc
         return len(orphans)
 
+    def compact(self) -> bool:
+        """Embedded stores: ``VACUUM`` ``chroma.sqlite3`` so that the bytes of deleted rows
+        (which Chroma frees but does not overwrite) leave the file. Returns False elsewhere."""
+        if self.path is None or not (Path(self.path) / "chroma.sqlite3").exists():
+            return False
+        try:
+            con = sqlite3.connect(Path(self.path) / "chroma.sqlite3", timeout=30,
+                                  isolation_level=None)
+            try:
+                con.execute("VACUUM")
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise _wrap("compact the store file", exc) from exc
+        return True
+
     # -- namespaces ------------------------------------------------------------------------
     @staticmethod
     def list_namespaces(client: Any) -> list[str]:
@@ -304,10 +365,12 @@ class ChromaStore:
             _EmbeddedClients.release(key)
 
     def drop(self) -> None:
-        """Delete both collections of this namespace."""
+        """Delete both collections of this namespace (and their text in the local log)."""
+        collection_ids = [str(self.what.id), str(self.where.id)]
         for suffix in ("what", "where"):
             with contextlib.suppress(Exception):
                 self.client.delete_collection(f"{self.prefix}{self.namespace}_{suffix}")
+        self._redact_log(collection_ids=collection_ids)
 
 
 def dumps_user_meta(meta: Mapping[str, Any]) -> str:
