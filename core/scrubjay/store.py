@@ -442,6 +442,11 @@ class _EmbeddedClients:
                 cls._open[folder] = (client, handle, refs - 1)
                 return
             del cls._open[folder]
+            # Stop Chroma's cached system for this folder before unlocking: another process
+            # may write the folder next, and a later reopen here must read the disk afresh
+            # (a cached system keeps stale index state: "Error finding id" on the next read).
+            with contextlib.suppress(Exception):
+                client.close()
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
