@@ -175,7 +175,8 @@ def test_embedded_refuses_a_second_writer_while_writing(tmp_path: Path) -> None:
     writer.start()
     try:
         proc = subprocess.run([sys.executable, "-c", SECOND_WRITER, str(tmp_path / "store")],
-                              capture_output=True, text=True, timeout=120, env=_env())
+                              capture_output=True, text=True, timeout=120, env=_env(),
+                              check=False)
     finally:
         stop.set()
         writer.join(60)

@@ -13,7 +13,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from scrubjay import ScrubJayMemory
 from scrubjay.testing import FrozenClock, HashEmbedder, ScriptedLLM
 

@@ -12,7 +12,6 @@ import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from scrubjay import (
     ClassifierConfig,
     ConsolidationConfig,
