@@ -64,7 +64,7 @@ def main() -> None:
                 acked.append(rec.id)
         elif roll < 0.92:
             topic = rng.choice(TOPICS)
-            text = f"update r{run}n{n} the {topic} plan changed again"
+            text = f"update r{run}n{n} the {topic} plan changed"
             report = mem.integrate(text, context=f"ctx {topic}")
             assert report.stored is not None
             acknowledge(op="add", id=report.stored.id, text=text, context=f"ctx {topic}")

@@ -41,7 +41,7 @@ RUNS = int(os.environ.get("SCRUBJAY_CRASH_RUNS", "20"))
 SEED = int(os.environ.get("SCRUBJAY_CRASH_SEED", "7"))
 MAX_DELAY_S = float(os.environ.get("SCRUBJAY_CRASH_MAX_DELAY_S", "1.5"))
 NOTE_RE = re.compile(r"^(note (r\d+n\d+(?:b\d+)?) about \w+ \d+|update r\d+n\d+ the \w+ plan "
-                     r"changed again)$")
+                     r"changed)$")
 
 
 def _env() -> dict[str, str]:
