@@ -22,6 +22,8 @@ import fcntl
 import json
 import logging
 import os
+import re
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,6 +43,8 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 _PAGE = 2_000
 _USER_PREFIX = "u_"
+#: Chroma names a vector-index folder after its segment's UUID.
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Chroma's upper bound on one add/upsert batch is several thousand; stay well below it.
 _WRITE_BATCH = 1_000
 
@@ -331,7 +335,8 @@ class ChromaStore:
 
     def compact(self) -> bool:
         """Embedded stores: ``VACUUM`` ``chroma.sqlite3`` so that the bytes of deleted rows
-        (which Chroma frees but does not overwrite) leave the file. Returns False elsewhere."""
+        (which Chroma frees but does not overwrite) leave the file, and remove the vector-index
+        folders of deleted collections (Chroma leaves them behind). Returns False elsewhere."""
         if self.path is None or not (Path(self.path) / "chroma.sqlite3").exists():
             return False
         try:
@@ -339,10 +344,14 @@ class ChromaStore:
                                   isolation_level=None)
             try:
                 con.execute("VACUUM")
+                live = {str(row[0]) for row in con.execute("SELECT id FROM segments")}
             finally:
                 con.close()
         except sqlite3.Error as exc:
             raise _wrap("compact the store file", exc) from exc
+        for child in Path(self.path).iterdir():
+            if child.is_dir() and _UUID_RE.fullmatch(child.name) and child.name not in live:
+                shutil.rmtree(child, ignore_errors=True)
         return True
 
     # -- namespaces ------------------------------------------------------------------------
