@@ -41,7 +41,19 @@ def check_text(value: Any, name: str, owner: str, *, allow_empty: bool = False) 
         raise InvalidInputError(
             f"The {name!r} parameter of {owner} must not contain NUL characters."
         )
+    _check_utf8(value, f"The {name!r} parameter of {owner}")
     return value
+
+
+def _check_utf8(value: str, what: str) -> None:
+    """Lone surrogates cannot be stored (Chroma writes UTF-8): reject them before any write."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{what} must be valid Unicode text. Got a lone surrogate {value[exc.start]!r} at "
+            f"position {exc.start} instead."
+        ) from None
 
 
 def check_k(value: Any, owner: str, name: str = "k") -> int:
@@ -103,6 +115,7 @@ def check_metadata(value: Any, owner: str) -> dict[str, Any]:
                 f"The 'metadata' parameter of {owner} must have non-empty str keys of at most "
                 f"256 characters. Got the key {key!r} instead."
             )
+        _check_utf8(key, f"The 'metadata' parameter of {owner} (a key)")
         out[key] = _check_meta_value(item, key, owner)
     return out
 
@@ -119,6 +132,8 @@ def _check_meta_value(item: Any, key: str, owner: str, depth: int = 0) -> Any:
                 f"The 'metadata' parameter of {owner} must hold strings of at most "
                 f"{MAX_TEXT_CHARS} characters. Got {len(item)} for {key!r} instead."
             )
+        if isinstance(item, str):
+            _check_utf8(item, f"The 'metadata' parameter of {owner} ({key!r})")
         return item
     if depth < 4 and isinstance(item, (list, tuple)):
         return [_check_meta_value(x, key, owner, depth + 1) for x in item]

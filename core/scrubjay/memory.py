@@ -943,6 +943,19 @@ class ScrubJayMemory:
                                       prefix=self._store.prefix) if self._store.path is None \
                 else self._reopen_store()
 
+    def purge(self) -> bool:
+        """Erase the bytes of deleted memories from an embedded store's files.
+
+        :meth:`delete`, :meth:`consolidate` and :meth:`forget_namespace` remove a memory from
+        every table and blank its text in Chroma's write-ahead log at once; SQLite, however,
+        only marks the freed pages, so the old bytes stay in ``chroma.sqlite3`` until it is
+        rewritten. ``purge()`` rewrites it (SQLite ``VACUUM``, time proportional to the file).
+        Returns False for client/server and in-memory stores (the server owns its files).
+        """
+        with self._lock:
+            self._check_open()
+            return self._store.compact()
+
     def _reopen_store(self) -> ChromaStore:
         path = self._store.path
         self._store.close()

@@ -22,6 +22,9 @@ import fcntl
 import json
 import logging
 import os
+import re
+import shutil
+import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +43,8 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 _PAGE = 2_000
 _USER_PREFIX = "u_"
+#: Chroma names a vector-index folder after its segment's UUID.
+_UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Chroma's upper bound on one add/upsert batch is several thousand; stay well below it.
 _WRITE_BATCH = 1_000
 
@@ -200,6 +205,50 @@ class ChromaStore:
                 self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
         except Exception as exc:
             raise _wrap(f"delete {len(ids)} memories", exc) from exc
+        self._redact_log(ids=ids)
+
+    def _redact_log(self, ids: Sequence[str] | None = None,
+                    collection_ids: Sequence[str] | None = None) -> None:
+        """Embedded stores: blank deleted memories' text in Chroma's write-ahead log.
+
+        Chroma's local log (table ``embeddings_queue`` of ``chroma.sqlite3``) keeps every write,
+        with its document and metadata, until the vector index flushes (``sync_threshold``
+        writes later). A delete must not leave the text there, so the metadata of every logged
+        write of a deleted id (or of a dropped collection) is set to NULL; the operations and
+        vectors stay, so a replay after a crash is unchanged. ``secure_delete`` zeroes the
+        freed bytes. A store without that table (a server, another Chroma version) is skipped.
+        """
+        if self.path is None:
+            return
+        db = Path(self.path) / "chroma.sqlite3"
+        if not db.exists():
+            return
+        if collection_ids is None:
+            collection_ids = [str(self.what.id), str(self.where.id)]
+        topics = [f"%/{cid}" for cid in collection_ids]
+        topic_sql = " OR ".join("topic LIKE ?" for _ in topics)
+        try:
+            con = sqlite3.connect(db, timeout=30)
+            try:
+                con.execute("PRAGMA secure_delete = ON")
+                if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                   "name = 'embeddings_queue'").fetchone():
+                    return
+                with con:
+                    if ids is None:
+                        con.execute(f"UPDATE embeddings_queue SET metadata = NULL "
+                                    f"WHERE {topic_sql}", topics)
+                    else:
+                        ids = list(ids)
+                        for lo in range(0, len(ids), 500):
+                            part = ids[lo:lo + 500]
+                            marks = ",".join("?" * len(part))
+                            con.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE "
+                                        f"id IN ({marks}) AND ({topic_sql})", part + topics)
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise _wrap("redact deleted memories from the write-ahead log", exc) from exc
 
     # -- reads -----------------------------------------------------------------------------
     def count(self) -> int:
@@ -284,6 +333,27 @@ class ChromaStore:
             raise _wrap("reconcile the collections", exc) from exc
         return len(orphans)
 
+    def compact(self) -> bool:
+        """Embedded stores: ``VACUUM`` ``chroma.sqlite3`` so that the bytes of deleted rows
+        (which Chroma frees but does not overwrite) leave the file, and remove the vector-index
+        folders of deleted collections (Chroma leaves them behind). Returns False elsewhere."""
+        if self.path is None or not (Path(self.path) / "chroma.sqlite3").exists():
+            return False
+        try:
+            con = sqlite3.connect(Path(self.path) / "chroma.sqlite3", timeout=30,
+                                  isolation_level=None)
+            try:
+                con.execute("VACUUM")
+                live = {str(row[0]) for row in con.execute("SELECT id FROM segments")}
+            finally:
+                con.close()
+        except sqlite3.Error as exc:
+            raise _wrap("compact the store file", exc) from exc
+        for child in Path(self.path).iterdir():
+            if child.is_dir() and _UUID_RE.fullmatch(child.name) and child.name not in live:
+                shutil.rmtree(child, ignore_errors=True)
+        return True
+
     # -- namespaces ------------------------------------------------------------------------
     @staticmethod
     def list_namespaces(client: Any) -> list[str]:
@@ -304,10 +374,12 @@ class ChromaStore:
             _EmbeddedClients.release(key)
 
     def drop(self) -> None:
-        """Delete both collections of this namespace."""
+        """Delete both collections of this namespace (and their text in the local log)."""
+        collection_ids = [str(self.what.id), str(self.where.id)]
         for suffix in ("what", "where"):
             with contextlib.suppress(Exception):
                 self.client.delete_collection(f"{self.prefix}{self.namespace}_{suffix}")
+        self._redact_log(collection_ids=collection_ids)
 
 
 def dumps_user_meta(meta: Mapping[str, Any]) -> str:
@@ -379,6 +451,11 @@ class _EmbeddedClients:
                 cls._open[folder] = (client, handle, refs - 1)
                 return
             del cls._open[folder]
+            # Stop Chroma's cached system for this folder before unlocking: another process
+            # may write the folder next, and a later reopen here must read the disk afresh
+            # (a cached system keeps stale index state: "Error finding id" on the next read).
+            with contextlib.suppress(Exception):
+                client.close()
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
