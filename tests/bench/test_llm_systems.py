@@ -3,6 +3,7 @@ B1/B6/B7, the LLM judge, TGT naturalisation, the CLI options and a tiny end-to-e
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +36,7 @@ class PromptModel(BaseChatModel):
     """A LangChain chat model answering ``reply(prompt)``; records every prompt."""
 
     reply: Callable[[str], str]
-    prompts: list[str] = []
+    prompts: list[str]
 
     @property
     def _llm_type(self) -> str:
@@ -284,9 +285,8 @@ def _echo_model(prompt: str) -> str:
     if prompt.startswith("You grade"):
         value = re.search(r"Ground-truth value: (.*)\n", prompt).group(1)
         answer = prompt.rsplit("Answer: ", 1)[1]
-        return ('{"contains_value": %s, "judges_valid": %s}'
-                % (str(ts.factual_correct(answer, value)).lower(),
-                   str(not ts.judged_stale(answer)).lower()))
+        return json.dumps({"contains_value": ts.factual_correct(answer, value),
+                           "judges_valid": not ts.judged_stale(answer)})
     if prompt.startswith("Rewrite this note"):
         return "Noted: " + prompt.rsplit("Note: ", 1)[1]
     if prompt.startswith("Rewrite this question"):

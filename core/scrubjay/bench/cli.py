@@ -65,7 +65,7 @@ def _data(args: argparse.Namespace) -> Path:
 def make_chat_model(spec: str) -> tuple[Any, str]:
     """``ollama:MODEL[@URL]`` as a ``ChatOllama`` (temperature 0) and its display name."""
     provider, sep, rest = spec.partition(":")
-    model, at, url = rest.rpartition("@") if "@" in rest else (rest, "", "")
+    model, _, url = rest.rpartition("@") if "@" in rest else (rest, "", "")
     if provider != "ollama" or not sep or not model:
         raise ValueError(f"The '--llm' option must look like ollama:MODEL[@URL]. Got {spec!r} "
                          "instead.")
