@@ -3,6 +3,11 @@
 Each command prints its Markdown report and writes it, with a JSON file (and for TGT a PNG),
 into ``--out`` (default ``bench-results/``). Third-party data is read from ``--data`` (default
 ``<repo>/../shared/benchmarks`` when it exists); it is never copied.
+
+``--llm ollama:MODEL[@URL]`` gives TGT a chat model (``langchain_ollama.ChatOllama``): the LLM
+systems B1/B6/B7 join the default TGT list, and ``--judge llm`` / ``--naturalise`` become
+available. FactConsolidation and LoCoMo score rankings, which the LLM systems do not change
+(B6/B7 rank as B3; B1 has none), so ``all`` runs them on TGT only.
 """
 
 from __future__ import annotations
@@ -14,9 +19,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrubjay.bench.common import EMBEDDERS, default_data_dir
-from scrubjay.bench.systems import SYSTEM_NAMES
+from scrubjay.bench.systems import LLM_SYSTEM_NAMES, SYSTEM_NAMES
 
-__all__ = ["add_bench_parser", "cmd_bench"]
+__all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 
 BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all")
 
@@ -37,6 +42,14 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="LoCoMo memory context template (default '{sample_id} session {n}')")
     p.add_argument("--jobs", type=int, default=2, help="TGT worker processes (default 2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--llm", metavar="ollama:MODEL[@URL]",
+                   help="chat model for TGT's LLM systems (" + ", ".join(LLM_SYSTEM_NAMES)
+                   + "), the LLM judge and naturalisation; e.g. ollama:llama3.2:3b or "
+                   "ollama:qwen3:30b@http://host:11434")
+    p.add_argument("--judge", choices=("heuristic", "llm"), default="heuristic",
+                   help="TGT answer judge (default heuristic; llm needs --llm)")
+    p.add_argument("--naturalise", action="store_true",
+                   help="rewrite TGT memory and query texts with the --llm model first")
     p.set_defaults(func=cmd_bench)
     return p
 
@@ -49,23 +62,61 @@ def _data(args: argparse.Namespace) -> Path:
     return data
 
 
+def make_chat_model(spec: str) -> tuple[Any, str]:
+    """``ollama:MODEL[@URL]`` as a ``ChatOllama`` (temperature 0) and its display name."""
+    provider, sep, rest = spec.partition(":")
+    model, _, url = rest.rpartition("@") if "@" in rest else (rest, "", "")
+    if provider != "ollama" or not sep or not model:
+        raise ValueError(f"The '--llm' option must look like ollama:MODEL[@URL]. Got {spec!r} "
+                         "instead.")
+    try:
+        from langchain_ollama import ChatOllama
+    except ImportError as exc:
+        raise RuntimeError("--llm ollama:... needs the package 'langchain-ollama'") from exc
+    kwargs: dict[str, Any] = {"model": model, "temperature": 0}
+    if url:
+        kwargs["base_url"] = url
+    return ChatOllama(**kwargs), (f"ollama:{model}" + (f"@{url}" if url else "")
+                                  + " (temperature 0)")
+
+
+def _check_llm_options(args: argparse.Namespace, systems: tuple[str, ...] | None) -> None:
+    if getattr(args, "llm", None):
+        return
+    need = [s for s in systems or () if s in LLM_SYSTEM_NAMES]
+    if need:
+        raise ValueError(f"systems {need} need a chat model: pass --llm ollama:MODEL[@URL]")
+    if getattr(args, "judge", "heuristic") == "llm":
+        raise ValueError("--judge llm needs a chat model: pass --llm ollama:MODEL[@URL]")
+    if getattr(args, "naturalise", False):
+        raise ValueError("--naturalise needs a chat model: pass --llm ollama:MODEL[@URL]")
+
+
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     """Run the chosen benchmark(s); print the Markdown and the files written."""
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     out_dir = Path(args.out)
     systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
-    unknown = [s for s in systems or () if s not in SYSTEM_NAMES]
+    unknown = [s for s in systems or () if s not in SYSTEM_NAMES + LLM_SYSTEM_NAMES]
     chosen = ("tgt", "factconsolidation", "locomo") if args.benchmark == "all" \
         else (args.benchmark,)
     try:
         if unknown:
-            raise ValueError(f"unknown systems {unknown}; known: {', '.join(SYSTEM_NAMES)}")
+            raise ValueError(f"unknown systems {unknown}; known: "
+                             f"{', '.join(SYSTEM_NAMES + LLM_SYSTEM_NAMES)}")
+        _check_llm_options(args, systems)
+        if args.benchmark not in ("tgt", "all") and getattr(args, "llm", None):
+            raise ValueError("--llm is used by TGT only: run 'scrubjay bench tgt' or 'all'")
+        llm = make_chat_model(args.llm) if getattr(args, "llm", None) else None
         if args.embedder == "minilm":
             from scrubjay.bench.common import get_embedder
 
             get_embedder("minilm")  # fail early with a clear message
         for name in chosen:
-            paths = _run_one(name, args, systems, out_dir)
+            if name != "tgt" and systems and all(s in LLM_SYSTEM_NAMES for s in systems):
+                out.write(f"{name}: skipped (the LLM systems are scored on TGT only)\n\n")
+                continue
+            paths = _run_one(name, args, systems, out_dir, llm)
             out.write(paths["md"].read_text() + "\n")
             out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n\n")
     except (RuntimeError, FileNotFoundError, ValueError) as exc:
@@ -75,15 +126,22 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _run_one(name: str, args: argparse.Namespace, systems: tuple[str, ...] | None,
-             out_dir: Path) -> dict[str, Path]:
+             out_dir: Path, llm: tuple[Any, str] | None = None) -> dict[str, Path]:
     progress = not args.no_progress
     if name == "tgt":
         from scrubjay.bench.run_tgt import DEFAULT_TGT_SYSTEMS, run_tgt, write_tgt
 
-        res = run_tgt(systems=systems or DEFAULT_TGT_SYSTEMS, seeds=args.seeds,
+        extra: dict[str, Any] = {}
+        if llm is not None:
+            extra = {"llm": llm[0], "llm_name": llm[1], "judge": args.judge,
+                     "naturalise": args.naturalise}
+        default = None if llm is not None else DEFAULT_TGT_SYSTEMS
+        res = run_tgt(systems=systems or default, seeds=args.seeds,
                       instances=args.instances, embedder=args.embedder, jobs=args.jobs,
-                      progress=progress)
+                      progress=progress, **extra)
         return write_tgt(res, out_dir)
+    if systems:  # LLM systems are scored on TGT only (see the module docstring)
+        systems = tuple(s for s in systems if s not in LLM_SYSTEM_NAMES)
     if name == "factconsolidation":
         from scrubjay.bench.run_factconsolidation import (
             DEFAULT_FC_SYSTEMS,

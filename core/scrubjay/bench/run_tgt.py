@@ -7,6 +7,13 @@ the memories with their creation times, and answers every query with its top-1 m
 its validity judgement at the query time. :func:`scrubjay.bench.tgt_scoring.score` scores each
 (system, seed); :func:`~scrubjay.bench.tgt_scoring.aggregate_seeds` gives mean and 95%
 t-interval over seeds. Outputs: a Markdown report, ``tgt.json`` and ``tgt_intervals.png``.
+
+With a chat model (``llm=``: a LangChain chat model or a callable ``str -> str``) the LLM systems
+B1/B6/B7 can run (``scrubjay.bench.llm_systems``), answers can be graded by the LLM judge
+(``judge="llm"``, ``scrubjay.bench.llm_judge``) and the texts naturalised first
+(``naturalise=True``, ``scrubjay.bench.tgt_naturalise``). LLM systems run in this process, one
+after the other; the others keep the worker pool. The report then gains an "LLM settings" line
+and the JSON an ``llm`` entry; without a chat model both are as before.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 from scrubjay.bench import tgt_scoring as ts
 from scrubjay.bench.common import environment, get_embedder, md_table, pct, write_json
 from scrubjay.bench.systems import (
+    LLM_SYSTEM_NAMES,
     SYSTEM_NAMES,
     MemoryItem,
     close_system,
@@ -31,12 +39,15 @@ from scrubjay.bench.systems import (
 )
 from scrubjay.bench.tgt import TGTConfig, generate, system_view
 
-__all__ = ["DEFAULT_TGT_SYSTEMS", "answer_instance", "plot_intervals", "run_tgt", "tgt_markdown"]
+__all__ = ["DEFAULT_TGT_LLM_SYSTEMS", "DEFAULT_TGT_SYSTEMS", "answer_instance", "plot_intervals", "run_tgt", "tgt_markdown"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TGT_SYSTEMS = tuple(s for s in SYSTEM_NAMES if s != "SJ-no-rci")
 """TGT has no update events, so SJ-no-rci would repeat SJ-full; it is left out."""
+
+DEFAULT_TGT_LLM_SYSTEMS = DEFAULT_TGT_SYSTEMS + LLM_SYSTEM_NAMES
+"""The default list when a chat model is given."""
 
 _EMBEDDERS: dict[str, Any] = {}
 
@@ -64,61 +75,125 @@ def answer_instance(system: Any, view: Any) -> list[tuple[str, str, bool]]:
     return out
 
 
-def _run_unit(system_name: str, seed: int, n_instances: int,
-              embedder_name: str) -> tuple[str, int, list[tuple[int, str, str, bool]], float]:
+def _run_unit(system_name: str, seed: int, n_instances: int, embedder_name: str,
+              instances: list[Any] | None = None, llm: Any = None,
+              ) -> tuple[str, int, list[tuple[int, str, str, bool]], float, int]:
+    """One (system, seed): rows ``(instance, query id, answer, judged_valid)``, seconds and
+    the system's failed chat-model calls. ``instances`` defaults to the generated ones."""
     t0 = time.perf_counter()
     logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s logs each index at DEBUG
     emb = _embedder(embedder_name)
     rows: list[tuple[int, str, str, bool]] = []
-    for inst in generate(TGTConfig(n_instances=n_instances, seed=seed)):
-        system = make_system(system_name, emb, seed=seed * 1000 + inst.instance_id)
+    failures = 0
+    if instances is None:
+        instances = generate(TGTConfig(n_instances=n_instances, seed=seed))
+    for inst in instances:
+        system = make_system(system_name, emb, seed=seed * 1000 + inst.instance_id, llm=llm)
         try:
             for qid, text, valid in answer_instance(system, system_view(inst)):
                 rows.append((inst.instance_id, qid, text, valid))
+            failures += getattr(system, "llm_failures", 0)
         finally:
             close_system(system)
-    return system_name, seed, rows, time.perf_counter() - t0
+    return system_name, seed, rows, time.perf_counter() - t0, failures
 
 
-def run_tgt(*, systems: Sequence[str] = DEFAULT_TGT_SYSTEMS, seeds: int = 5,
+def _check_llm_args(systems: Sequence[str], llm: Any, judge: str, naturalise: bool) -> None:
+    from scrubjay.bench.llm_judge import JUDGES
+
+    if judge not in JUDGES:
+        raise ValueError(f"The 'judge' parameter of run_tgt must be one of {JUDGES}. Got "
+                         f"{judge!r} instead.")
+    if llm is not None:
+        return
+    need = [s for s in systems if s in LLM_SYSTEM_NAMES]
+    if need:
+        raise ValueError(f"systems {need} need a chat model: pass --llm ollama:MODEL[@URL] "
+                         "(llm= in Python)")
+    if judge == "llm":
+        raise ValueError("--judge llm needs a chat model: pass --llm ollama:MODEL[@URL]")
+    if naturalise:
+        raise ValueError("--naturalise needs a chat model: pass --llm ollama:MODEL[@URL]")
+
+
+def run_tgt(*, systems: Sequence[str] | None = None, seeds: int = 5,
             instances: int = 20, embedder: str = "wordllama", jobs: int = 1,
-            progress: bool = True) -> dict[str, Any]:
-    """Run TGT; returns the JSON-ready results (see the module docstring)."""
+            progress: bool = True, llm: Any = None, llm_name: str | None = None,
+            judge: str = "heuristic", naturalise: bool = False) -> dict[str, Any]:
+    """Run TGT; returns the JSON-ready results (see the module docstring).
+
+    ``systems`` defaults to :data:`DEFAULT_TGT_SYSTEMS`, or :data:`DEFAULT_TGT_LLM_SYSTEMS`
+    when ``llm`` is given. ``llm_name`` is how the report names the model.
+    """
     from tqdm import tqdm
 
+    if systems is None:
+        systems = DEFAULT_TGT_SYSTEMS if llm is None else DEFAULT_TGT_LLM_SYSTEMS
+    systems = tuple(systems)
+    _check_llm_args(systems, llm, judge, naturalise)
+    client = None
+    if llm is not None:
+        from scrubjay.bench.llm_systems import as_client
+
+        client = as_client(llm)
     t_start = time.perf_counter()
+    per_seed_instances = {seed: generate(TGTConfig(n_instances=instances, seed=seed))
+                          for seed in range(seeds)}
+    naturaliser = None
+    if naturalise:
+        from scrubjay.bench.tgt_naturalise import Naturaliser
+
+        naturaliser = Naturaliser(client)
+        per_seed_instances = {seed: naturaliser.instances(insts)
+                              for seed, insts in per_seed_instances.items()}
+    given = per_seed_instances if naturalise else None
     units = [(s, seed) for seed in range(seeds) for s in systems]
     results: dict[tuple[str, int], list[tuple[int, str, str, bool]]] = {}
     seconds: dict[str, float] = {s: 0.0 for s in systems}
+    failures: dict[str, int] = {s: 0 for s in systems}
     bar = tqdm(total=len(units), desc="TGT (system x seed)", disable=not progress)
-    if jobs > 1:
+
+    def record(out: tuple[str, int, list[tuple[int, str, str, bool]], float, int]) -> None:
+        name, seed, rows, sec, failed = out
+        results[(name, seed)] = rows
+        seconds[name] += sec
+        failures[name] += failed
+        bar.update(1)
+
+    local = [u for u in units if u[0] in LLM_SYSTEM_NAMES]
+    pooled = [u for u in units if u[0] not in LLM_SYSTEM_NAMES]
+    if jobs > 1 and pooled:
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            futures = [pool.submit(_run_unit, s, seed, instances, embedder)
-                       for s, seed in units]
+            futures = [pool.submit(_run_unit, s, seed, instances, embedder,
+                                   given[seed] if given else None)
+                       for s, seed in pooled]
             for fut in futures:
-                name, seed, rows, sec = fut.result()
-                results[(name, seed)] = rows
-                seconds[name] += sec
-                bar.update(1)
+                record(fut.result())
     else:
-        for s, seed in units:
-            name, seed, rows, sec = _run_unit(s, seed, instances, embedder)
-            results[(name, seed)] = rows
-            seconds[name] += sec
-            bar.update(1)
+        local = units
+    for s, seed in local:
+        record(_run_unit(s, seed, instances, embedder, given[seed] if given else None,
+                         client if s in LLM_SYSTEM_NAMES else None))
     bar.close()
 
-    per_seed_instances = {seed: generate(TGTConfig(n_instances=instances, seed=seed))
-                          for seed in range(seeds)}
+    llm_judge = None
+    if judge == "llm":
+        from scrubjay.bench.llm_judge import TEXT_JUDGED_SYSTEMS, LLMJudge
+
+        llm_judge = LLMJudge(client)
     reports: dict[str, list[ts.TGTReport]] = {s: [] for s in systems}
     for seed in range(seeds):
         queries = {(inst.instance_id, q.query_id): q for inst in per_seed_instances[seed]
                    for q in inst.queries}
         for s in systems:
-            reports[s].append(ts.score(
-                ts.QueryResult(query=queries[(i, qid)], answer_text=text, judged_valid=valid)
-                for i, qid, text, valid in results[(s, seed)]))
+            graded = (ts.QueryResult(query=queries[(i, qid)], answer_text=text,
+                                     judged_valid=valid)
+                      for i, qid, text, valid in results[(s, seed)])
+            if llm_judge is not None:
+                graded = (llm_judge.judge(r, text_judged=s in TEXT_JUDGED_SYSTEMS)
+                          for r in graded)
+            reports[s].append(ts.score(graded))
     floor = [ts.score(ts.always_valid_results(per_seed_instances[seed])) for seed in range(seeds)]
 
     def agg_json(reps: list[ts.TGTReport]) -> dict[str, Any]:
@@ -146,7 +221,7 @@ def run_tgt(*, systems: Sequence[str] = DEFAULT_TGT_SYSTEMS, seeds: int = 5,
                          for r in reps],
         }
 
-    return {
+    out: dict[str, Any] = {
         "benchmark": "TGT",
         "seeds": seeds, "instances_per_seed": instances,
         "queries_per_seed": reports[systems[0]][0].n_queries if systems else 0,
@@ -158,6 +233,24 @@ def run_tgt(*, systems: Sequence[str] = DEFAULT_TGT_SYSTEMS, seeds: int = 5,
         "always_valid_floor": agg_json(floor),
         "systems": {s: agg_json(reports[s]) for s in systems},
     }
+    if llm is not None:
+        from scrubjay.bench.llm_systems import LLM_MAX_REPLY_CHARS, LLM_TIMEOUT_S, RAG_K
+
+        out["llm"] = {
+            "model": llm_name or getattr(llm, "model", None) or type(llm).__name__,
+            "judge": judge,
+            "judge_calls": llm_judge.calls if llm_judge else 0,
+            "judge_fallbacks": llm_judge.fallbacks if llm_judge else 0,
+            "naturalise": naturalise,
+            "naturalisation": naturaliser.stats() if naturaliser else None,
+            "rag_k": RAG_K,
+            "timeout_s": LLM_TIMEOUT_S,
+            "max_reply_chars": LLM_MAX_REPLY_CHARS,
+            "system_call_failures": {s: failures[s] for s in systems
+                                     if s in LLM_SYSTEM_NAMES},
+            "floor_judge": "heuristic",
+        }
+    return out
 
 
 def _ci(d: dict[str, float], scale: float = 100.0, digits: int = 1) -> str:
@@ -195,7 +288,29 @@ def tgt_markdown(res: dict[str, Any]) -> str:
              f"{'on' if st['time_weighted_refresh_on_access'] else 'off'}; "
              f"RRF k = {st['rrf_k']}; ScrubJay-MEM: default ScrubJayConfig; buffer {st['buffer']}. Run time "
              f"{res['seconds_total']:.0f} s.")
-    return head + t1 + "\n\n" + t2 + "\n\n" + t3 + notes + "\n"
+    return head + t1 + "\n\n" + t2 + "\n\n" + t3 + notes + _llm_notes(res) + "\n"
+
+
+def _llm_notes(res: dict[str, Any]) -> str:
+    """The "LLM settings" paragraph (empty without a chat model)."""
+    lm = res.get("llm")
+    if not lm:
+        return ""
+    judge = (f"LLM judge ({lm['judge_calls']} calls, {lm['judge_fallbacks']} fallbacks to the "
+             "heuristic judge on malformed or failed replies; the floor row is graded by the "
+             "heuristic judge)" if lm["judge"] == "llm" else "heuristic judge")
+    nat = lm.get("naturalisation")
+    if lm["naturalise"] and nat:
+        natural = (f"texts naturalised by the model ({nat['memory_fallbacks']} of "
+                   f"{nat['memories']} memories and {nat['query_fallbacks']} of "
+                   f"{nat['queries']} queries kept as templates after a failed check or call)")
+    else:
+        natural = "template texts (not naturalised)"
+    fails = ", ".join(f"{s} {n}" for s, n in lm["system_call_failures"].items()) or "none run"
+    return (f"\n\nLLM settings: chat model {lm['model']}; {judge}; {natural}; B6/B7 retrieve "
+            f"the dense top {lm['rag_k']}; call timeout {lm['timeout_s']:g} s, replies over "
+            f"{lm['max_reply_chars']} characters count as failures; failed system calls "
+            f"(answered with an empty text): {fails}.")
 
 
 def plot_intervals(res: dict[str, Any], path: Path) -> None:

@@ -23,6 +23,8 @@ Systems
     LangChain's ``TimeWeightedVectorStoreRetriever`` over ``InMemoryVectorStore``.
 ``LI-time-weighted``
     LlamaIndex's ``TimeWeightedPostprocessor`` over the dense top ``LI_CANDIDATES``.
+``B1-llm-only``, ``B6-rag``, ``B7-rag-temporal``
+    Need a chat model (``make_system(..., llm=...)``); defined in ``llm_systems``.
 ``SJ-full`` and its ablations ``SJ-no-decay``, ``SJ-no-graph``, ``SJ-no-rci``, ``SJ-uniform-w``
     :class:`~scrubjay.ScrubJayMemory` with an in-memory store, a :class:`FrozenClock` set to
     each query time, and ``judged_valid = not hit.stale``.
@@ -61,6 +63,7 @@ __all__ = [
     "LC_DECAY_RATE",
     "LI_CANDIDATES",
     "LI_TIME_DECAY",
+    "LLM_SYSTEM_NAMES",
     "RECENCY_T_S",
     "REFRESH_ON_ACCESS",
     "RRF_K",
@@ -596,18 +599,26 @@ _FACTORIES: dict[str, Callable[[Embedder, int], Any]] = {
 }
 
 SYSTEM_NAMES = tuple(_FACTORIES)
-"""Every system name :func:`make_system` accepts."""
+"""Every system name :func:`make_system` accepts without a chat model."""
+
+LLM_SYSTEM_NAMES = ("B1-llm-only", "B6-rag", "B7-rag-temporal")
+"""Systems that need a chat model (``make_system(..., llm=...)``; see ``llm_systems``)."""
 
 DEFAULT_SYSTEMS = SYSTEM_NAMES
 """Systems a runner uses unless told otherwise."""
 
 
-def make_system(name: str, embedder: Any = None, *, seed: int = 0) -> Any:
-    """A fresh system called ``name`` (see :data:`SYSTEM_NAMES`) on ``embedder``."""
-    if name not in _FACTORIES:
-        raise ValueError(f"The 'name' parameter of make_system must be one of {SYSTEM_NAMES}. "
-                         f"Got {name!r} instead.")
+def make_system(name: str, embedder: Any = None, *, seed: int = 0, llm: Any = None) -> Any:
+    """A fresh system called ``name`` (see :data:`SYSTEM_NAMES`, and with a chat model ``llm``
+    :data:`LLM_SYSTEM_NAMES`) on ``embedder``."""
+    if name not in _FACTORIES and name not in LLM_SYSTEM_NAMES:
+        raise ValueError(f"The 'name' parameter of make_system must be one of "
+                         f"{SYSTEM_NAMES + LLM_SYSTEM_NAMES}. Got {name!r} instead.")
     emb = embedder if isinstance(embedder, CachedEmbedder) else as_embedder(embedder)
+    if name in LLM_SYSTEM_NAMES:
+        from scrubjay.bench.llm_systems import make_llm_system
+
+        return make_llm_system(name, emb, llm)
     return _FACTORIES[name](emb, seed)
 
 

@@ -254,11 +254,15 @@ class QueryResult:
         The answer text.
     judged_valid : bool
         The system's validity judgement (True: the memory is still valid).
+    factual : bool or None, optional
+        An external judge's factual verdict (the LLM judge); None (default) uses
+        :func:`factual_correct`.
     """
 
     query: TGTQuery
     answer_text: str
     judged_valid: bool
+    factual: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -345,7 +349,7 @@ def _interval_order(name: str) -> tuple[int, str]:
 
 
 def score(results: Iterable[QueryResult | tuple[TGTQuery, str, bool]]) -> TGTReport:
-    """Score a system's answers with the heuristic judge.
+    """Score a system's answers with the heuristic judge (or a ``QueryResult.factual`` verdict).
 
     Parameters
     ----------
@@ -365,7 +369,8 @@ def score(results: Iterable[QueryResult | tuple[TGTQuery, str, bool]]) -> TGTRep
     rows: list[tuple[TGTQuery, tuple[bool, bool, bool]]] = []
     for item in results:
         r = _as_result(item)
-        f = factual_correct(r.answer_text, r.query.answer_value)
+        f = (factual_correct(r.answer_text, r.query.answer_value) if r.factual is None
+             else bool(r.factual))
         s = r.judged_valid == r.query.ground_truth_valid
         rows.append((r.query, (f, s, f and s)))
     if not rows:
