@@ -41,7 +41,7 @@ from .errors import (
     MemoryNotFoundError,
     ScrubJayError,
 )
-from .graph import Edge, EpisodicGraph, edge_weights
+from .graph import Edge, EpisodicGraph, edge_weights, edge_weights_from_similarity
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
@@ -433,15 +433,28 @@ class ScrubJayMemory:
             return {r.id for r in records}
         existing = self._link_candidates(records, what, where, graph)
         t_new = np.array([r.created_at_s for r in records])
+        # Each new item considers its 4 * max_neighbors strongest candidates, as one add() does
+        # against the mirror: the union of the best existing ones and the best earlier ones of
+        # the batch, cut to the same count (linking all B earlier items was O(B^2) in Python).
+        width = 4 * cfg.max_neighbors
+        batch_ids = [r.id for r in records]
+        what64, where64 = what.astype(np.float64), where.astype(np.float64)
+        sims_s, sims_c = what64 @ what64.T, where64 @ where64.T  # (B, B), once per batch
         for i, rec in enumerate(records):
             e_w, s_w, c_w, t_w, ids = existing(i)
-            edges = [Edge(ids[j], float(e_w[j]), float(s_w[j]), float(c_w[j]), float(t_w[j]))
-                     for j in np.flatnonzero(e_w >= cfg.min_edge_weight)]
             if i:
-                e_b, s_b, c_b, tt_b = edge_weights(what[i], where[i], t_new[i], what[:i],
-                                                   where[:i], t_new[:i], cfg)
-                edges += [Edge(records[j].id, float(e_b[j]), float(s_b[j]), float(c_b[j]),
-                               float(tt_b[j])) for j in np.flatnonzero(e_b >= cfg.min_edge_weight)]
+                e_b, s_b, c_b, tt_b = edge_weights_from_similarity(
+                    sims_s[i, :i], sims_c[i, :i], np.abs(t_new[:i] - t_new[i]), cfg)
+                e_w = np.concatenate([e_w, e_b])
+                s_w = np.concatenate([s_w, s_b])
+                c_w = np.concatenate([c_w, c_b])
+                t_w = np.concatenate([t_w, tt_b])
+                ids = list(ids) + batch_ids[:i]
+            keep = np.flatnonzero(e_w >= cfg.min_edge_weight)
+            if len(keep) > width:
+                keep = keep[np.argpartition(-e_w[keep], width - 1)[:width]]
+            edges = [Edge(ids[j], float(e_w[j]), float(s_w[j]), float(c_w[j]), float(t_w[j]))
+                     for j in keep]
             changed |= graph.link(rec.id, edges)
         return changed
 
@@ -454,6 +467,8 @@ class ScrubJayMemory:
             if self._mirror is None or len(self._mirror) == 0:
                 empty = np.zeros(0)
                 return lambda i: (empty, empty, empty, empty, [])
+            if not self._scan(len(self._mirror)):
+                return self._link_candidates_hnsw(records, what, where)
             view = self._mirror.view()
             ids = view.ids
             sims_s = view.what @ what.T  # (N, B)
@@ -507,6 +522,43 @@ class ScrubJayMemory:
                                         w_where, t, cfg)
             return e, s, c_, tt, ids
         return from_server
+
+    def _scan(self, n: int) -> bool:
+        """Whether a mirror of ``n`` memories is scanned exactly (else HNSW candidates)."""
+        limit = self.config.search.scan_max
+        return limit is None or n <= limit
+
+    def _link_candidates_hnsw(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                              where: NDArray[np.float32]) -> Callable[
+                                  [int], tuple[NDArray, NDArray, NDArray, NDArray, list[str]]]:
+        """Link candidates for a large mirror: per new item, the union of its nearest
+        ``4 * max_neighbors`` by what and by where (Chroma's HNSW, one batched query each) and
+        by time (the mirror's creation times, sorted once per batch), with exact edge weights.
+        """
+        assert self._mirror is not None
+        cfg = self.config.graph
+        width = 4 * cfg.max_neighbors
+        view = self._mirror.view()
+        row_of = self._mirror.row_of
+        by_what = self._store.query_many("what", what, width)
+        has_where = [i for i in range(len(records)) if np.any(where[i])]
+        by_where: dict[int, list[str]] = {}
+        if has_where:
+            got = self._store.query_many("where", where[has_where], width)
+            by_where = dict(zip(has_where, got, strict=True))
+        order = np.argsort(view.t, kind="stable")
+        t_sorted = view.t[order]
+
+        def from_hnsw(i: int) -> tuple[NDArray, NDArray, NDArray, NDArray, list[str]]:
+            rows = {row_of[m] for m in by_what[i] if m in row_of}
+            rows.update(row_of[m] for m in by_where.get(i, ()) if m in row_of)
+            at = int(np.searchsorted(t_sorted, records[i].created_at_s))
+            rows.update(order[max(0, at - width):at + width].tolist())
+            idx = np.fromiter(sorted(rows), dtype=np.intp, count=len(rows))
+            e, s, c, tt = edge_weights(what[i], where[i], records[i].created_at_s,
+                                       view.what[idx], view.where[idx], view.t[idx], cfg)
+            return e, s, c, tt, [view.records[j].id for j in idx]
+        return from_hnsw
 
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,

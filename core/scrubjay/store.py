@@ -259,6 +259,20 @@ class ChromaStore:
             raise _wrap(f"query the {which} collection", exc) from exc
         return list(got["ids"][0]), distance_to_similarity(got["distances"][0])
 
+    def query_many(self, which: str, vectors: NDArray[np.float32],
+                   n: int) -> list[list[str]]:
+        """Top-``n`` ids for each of several vectors, in one Chroma query (HNSW)."""
+        col = self.what if which == "what" else self.where
+        try:
+            total = col.count()
+            if total == 0 or n <= 0 or len(vectors) == 0:
+                return [[] for _ in range(len(vectors))]
+            got = col.query(query_embeddings=np.asarray(vectors, dtype=np.float32),
+                            n_results=min(n, total), include=[])
+        except Exception as exc:
+            raise _wrap(f"query the {which} collection", exc) from exc
+        return [list(ids) for ids in got["ids"]]
+
     def ids_in_time_range(self, lo_s: float, hi_s: float, limit: int) -> list[str]:
         """Ids of memories created in ``[lo_s, hi_s]`` (for temporal edges, server mode)."""
         try:
