@@ -588,8 +588,12 @@ class ScrubJayMemory:
                 hits = self._search_buffer(e_q, c_q, weights, k, t_q)
                 if hits is not None:
                     return hits
-            rows = self._mirror.view() if self._use_mirror and self._mirror else \
-                self._server_candidates(e_q, c_q)
+            relevance = self.config.search.ranking == "relevance"
+            if self._use_mirror and self._mirror:
+                rows = self._mirror.view() if not relevance or self._scan(len(self._mirror)) \
+                    else self._hnsw_candidates(e_q, c_q)
+            else:
+                rows = self._server_candidates(e_q, c_q)
             if exclude_stale:
                 u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
                 fresh = np.flatnonzero(~is_stale(u, rows.value, self.config.decay.stale_ratio))
@@ -608,13 +612,30 @@ class ScrubJayMemory:
         """Rank by ``relevance * V / V0`` (what and where mixed by the adaptive weights; value
         lowered by RCI sinks superseded memories); time decay only sets ``stale``."""
         a, b = float(weights[0]), float(weights[1])
-        rel = (a * (rows.what @ e_q) + b * (rows.where @ c_q)) / (a + b)
-        key = rel * rows.value / self.config.decay.default_value
-        top = np.argsort(-key, kind="stable")[:k]
+        rel = a * (rows.what @ e_q)
+        if np.any(c_q):  # an empty context embeds to zero: its column adds nothing
+            rel += b * (rows.where @ c_q)
+        key = rel / (a + b) * rows.value / self.config.decay.default_value
+        if len(key) > k:  # O(N) selection, then a stable sort of the k best
+            part = np.argpartition(-key, k - 1)[:k]
+            top = part[np.lexsort((part, -key[part]))]
+        else:
+            top = np.argsort(-key, kind="stable")
         hits = self._rank(rows.take(top), e_q, c_q, weights, k, t_q, exhaustive=False)
         key_of = {rows.records[i].id: float(key[i]) for i in top}
         order = {rows.records[i].id: n for n, i in enumerate(top)}
         return [replace(h, score=key_of[h.id]) for h in sorted(hits, key=lambda h: order[h.id])]
+
+    def _hnsw_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
+        """Mirror rows of the nearest memories by what and by where (Chroma's HNSW index)."""
+        assert self._mirror is not None
+        n = self.config.search.candidates
+        ids = self._store.query_ids("what", e_q, n)
+        if np.any(c_q):
+            ids = ids + self._store.query_ids("where", c_q, n)
+        row_of = self._mirror.row_of
+        idx = sorted({row_of[m] for m in ids if m in row_of})
+        return self._mirror.view().take(idx)
 
     def _server_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
         n = self.config.search.candidates

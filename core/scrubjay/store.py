@@ -259,6 +259,10 @@ class ChromaStore:
             raise _wrap(f"query the {which} collection", exc) from exc
         return list(got["ids"][0]), distance_to_similarity(got["distances"][0])
 
+    def query_ids(self, which: str, vector: NDArray[np.float32], n: int) -> list[str]:
+        """Top-``n`` ids by cosine similarity (no distances: the cheapest Chroma query)."""
+        return self.query_many(which, vector[None, :], n)[0]
+
     def query_many(self, which: str, vectors: NDArray[np.float32],
                    n: int) -> list[list[str]]:
         """Top-``n`` ids for each of several vectors, in one Chroma query (HNSW)."""
