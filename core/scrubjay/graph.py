@@ -129,9 +129,10 @@ class EpisodicGraph:
 
     def neighbors(self, node: str) -> list[tuple[str, float]]:
         """``(neighbour, e_ij)`` pairs of ``node`` (empty for an unknown node)."""
-        if node not in self.g:
+        nbrs = self.g._adj.get(node)  # networkx's dict itself: no view objects per call
+        if not nbrs:
             return []
-        return [(j, float(d["weight"])) for j, d in sorted(self.g[node].items())]
+        return [(j, float(d["weight"])) for j, d in sorted(nbrs.items())]
 
     def bonus(self, nodes: Iterable[str], s_prime_u: Mapping[str, float]) -> dict[str, float]:
         """``Phi(i) = sum_j e_ij * (S'(j) U(j))`` given the products ``S' U`` per neighbour."""

@@ -576,7 +576,8 @@ class ScrubJayMemory:
         with self._lock:
             self._check_open()
             t_q = self._time(at, owner)
-            if self._dim is None or len(self) == 0:
+            # (server mode: an empty store answers an empty query; no count() round trip)
+            if self._dim is None or (self._use_mirror and len(self) == 0):
                 return []
             e_q = self._embed([query], query=True)[0]
             c_q = self._embed([context], query=True)[0]
@@ -639,14 +640,20 @@ class ScrubJayMemory:
 
     def _server_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
         n = self.config.search.candidates
+        if not np.any(c_q):  # no where channel: one query brings the rows themselves
+            stored = self._store.query_rows(e_q, n, where_vectors=False)
+            return self._rows_of(sorted(stored, key=lambda r: r.id))
         ids = set(self._store.query("what", e_q, n)[0])
-        if np.any(c_q):
-            ids.update(self._store.query("where", c_q, n)[0])
+        ids.update(self._store.query("where", c_q, n)[0])
         return self._fetch_rows(sorted(ids))
 
-    def _fetch_rows(self, ids: Sequence[str]) -> Rows:
+    def _fetch_rows(self, ids: Sequence[str], *, where: bool = True) -> Rows:
+        """Rows for ``ids`` from Chroma (``where=False``: zero where-vectors, for a query
+        without context, where they multiply a zero vector)."""
+        return self._rows_of(self._store.get(list(ids), vectors=True, where_vectors=where))
+
+    def _rows_of(self, stored: list[StoredRow]) -> Rows:
         dim = self._dim or 1
-        stored = self._store.get(list(ids), vectors=True)
         zero = np.zeros(dim, dtype=np.float32)
         records = [self._record(r) for r in stored]
         if not stored:
@@ -714,10 +721,11 @@ class ScrubJayMemory:
                     extra = self._mirror.view().take(
                         [self._mirror.row_of[j] for j in missing if j in self._mirror.row_of])
                 else:
-                    extra = self._fetch_rows(missing)
+                    extra = self._fetch_rows(missing, where=bool(np.any(c_q)))
                 if len(extra):
                     _, _, u_x, s_x = self._partial_scores(extra, e_q, c_q, weights, t_q)
-                    out.update({extra.ids[i]: float(s_x[i] * u_x[i]) for i in range(len(extra))})
+                    su_x = (s_x * u_x).tolist()
+                    out.update(zip(extra.ids, su_x, strict=True))  # ids is a property: once
             return out
 
         # Graph bonus for the best candidates by S'; widen until no outsider can overtake.
