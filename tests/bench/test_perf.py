@@ -7,7 +7,6 @@ import json
 import math
 
 import pytest
-
 from scrubjay.cli import main
 
 pytestmark = pytest.mark.slow

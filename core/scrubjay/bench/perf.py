@@ -39,7 +39,7 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["add_perf_arguments", "run_perf", "write_perf", "cmd_perf"]
+__all__ = ["add_perf_arguments", "cmd_perf", "run_perf", "write_perf"]
 
 DIM = 256
 #: Cluster centres of the synthetic corpus (chosen: "a few hundred topics").
