@@ -372,12 +372,21 @@ class SearchConfig:
     mirror: bool | None = None
     """Keep an in-memory mirror of the namespace and score exactly over all memories. ``None``:
     on for embedded (``path=``) stores, off for client/server."""
+    scan_max: int | None = 20_000
+    """Mirrors of at most this many memories are scanned exactly, by relevance searches and
+    when linking new memories; larger ones take candidates from Chroma's HNSW index (what,
+    where and, for linking, the nearest in time) and score those exactly from the mirror.
+    ``None``: always scan. Paper ranking always scans (its graph bound needs every row).
+    (Chosen: a scan of 20k x 256 float32 costs about what an HNSW query does;
+    ``scrubjay bench perf`` reports the recall of the HNSW path against the scan.)"""
 
     def __post_init__(self) -> None:
         _check(self.ranking in ("relevance", "paper"), "SearchConfig", "ranking",
                "'relevance' or 'paper'", self.ranking)
         _check(isinstance(self.candidates, int) and self.candidates >= 1, "SearchConfig",
                "candidates", "an int >= 1", self.candidates)
+        _check(self.scan_max is None or (isinstance(self.scan_max, int) and self.scan_max >= 0),
+               "SearchConfig", "scan_max", "None or an int >= 0", self.scan_max)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from .config import GraphConfig
 
-__all__ = ["Edge", "edge_weights", "EpisodicGraph"]
+__all__ = ["Edge", "edge_weights", "edge_weights_from_similarity", "EpisodicGraph"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +55,19 @@ def edge_weights(what_i: NDArray[np.floating], where_i: NDArray[np.floating], t_
     """
     sim_s = np.asarray(what, np.float64) @ np.asarray(what_i, np.float64)
     sim_c = np.asarray(where, np.float64) @ np.asarray(where_i, np.float64)
+    return edge_weights_from_similarity(sim_s, sim_c, np.abs(np.asarray(t, np.float64) - t_i),
+                                        cfg)
+
+
+def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.float64],
+                                 gap_s: NDArray[np.float64],
+                                 cfg: GraphConfig) -> tuple[NDArray[np.float64], ...]:
+    """:func:`edge_weights` from precomputed cosines and time gaps (Eq. 7 after the dot
+    products; lets a batch compute its similarity matrix once)."""
     e_s = np.where(sim_s >= cfg.theta_semantic, sim_s, 0.0)
     e_c = np.where(sim_c >= cfg.theta_contextual, sim_c, 0.0)
-    gap = np.abs(np.asarray(t, np.float64) - t_i)
-    e_t = np.where(gap < cfg.delta_temporal_s, np.exp(-cfg.lambda_temporal_per_s * gap), 0.0)
+    e_t = np.where(gap_s < cfg.delta_temporal_s,
+                   np.exp(-cfg.lambda_temporal_per_s * gap_s), 0.0)
     e = cfg.weight_semantic * e_s + cfg.weight_contextual * e_c + cfg.weight_temporal * e_t
     return e, e_s, e_c, e_t
 
@@ -87,20 +96,23 @@ class EpisodicGraph:
         self.g.add_node(node)
         cap = self.cfg.max_neighbors
         changed: set[str] = set()
-        ranked = sorted((e for e in edges if e.other != node and e.other in self.g
+        adj = self.g._adj  # networkx's own adjacency dicts: no view objects in the hot loop
+        ranked = sorted((e for e in edges if e.other != node and e.other in adj
                          and e.weight >= self.cfg.min_edge_weight),
                         key=lambda e: (-e.weight, e.other))
+        mine = adj[node]
         for e in ranked:
-            if self.g.degree(node) >= cap:
+            if len(mine) >= cap:
                 break
-            if self.g.has_edge(node, e.other):
+            if e.other in mine:
                 continue
-            if self.g.degree(e.other) >= cap:
-                weakest = min(self.g[e.other].items(), key=lambda kv: (kv[1]["weight"], kv[0]))
-                if weakest[1]["weight"] >= e.weight:
+            theirs = adj[e.other]
+            if len(theirs) >= cap:
+                w_min, j_min = min((d["weight"], j) for j, d in theirs.items())
+                if w_min >= e.weight:
                     continue
-                self.g.remove_edge(e.other, weakest[0])
-                changed.add(weakest[0])
+                self.g.remove_edge(e.other, j_min)
+                changed.add(j_min)
             self.g.add_edge(node, e.other, weight=e.weight, semantic=e.semantic,
                             contextual=e.contextual, temporal=e.temporal)
             changed.update((node, e.other))
@@ -117,9 +129,10 @@ class EpisodicGraph:
 
     def neighbors(self, node: str) -> list[tuple[str, float]]:
         """``(neighbour, e_ij)`` pairs of ``node`` (empty for an unknown node)."""
-        if node not in self.g:
+        nbrs = self.g._adj.get(node)  # networkx's dict itself: no view objects per call
+        if not nbrs:
             return []
-        return [(j, float(d["weight"])) for j, d in sorted(self.g[node].items())]
+        return [(j, float(d["weight"])) for j, d in sorted(nbrs.items())]
 
     def bonus(self, nodes: Iterable[str], s_prime_u: Mapping[str, float]) -> dict[str, float]:
         """``Phi(i) = sum_j e_ij * (S'(j) U(j))`` given the products ``S' U`` per neighbour."""

@@ -41,7 +41,7 @@ from .errors import (
     MemoryNotFoundError,
     ScrubJayError,
 )
-from .graph import Edge, EpisodicGraph, edge_weights
+from .graph import Edge, EpisodicGraph, edge_weights, edge_weights_from_similarity
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
@@ -433,15 +433,28 @@ class ScrubJayMemory:
             return {r.id for r in records}
         existing = self._link_candidates(records, what, where, graph)
         t_new = np.array([r.created_at_s for r in records])
+        # Each new item considers its 4 * max_neighbors strongest candidates, as one add() does
+        # against the mirror: the union of the best existing ones and the best earlier ones of
+        # the batch, cut to the same count (linking all B earlier items was O(B^2) in Python).
+        width = 4 * cfg.max_neighbors
+        batch_ids = [r.id for r in records]
+        what64, where64 = what.astype(np.float64), where.astype(np.float64)
+        sims_s, sims_c = what64 @ what64.T, where64 @ where64.T  # (B, B), once per batch
         for i, rec in enumerate(records):
             e_w, s_w, c_w, t_w, ids = existing(i)
-            edges = [Edge(ids[j], float(e_w[j]), float(s_w[j]), float(c_w[j]), float(t_w[j]))
-                     for j in np.flatnonzero(e_w >= cfg.min_edge_weight)]
             if i:
-                e_b, s_b, c_b, tt_b = edge_weights(what[i], where[i], t_new[i], what[:i],
-                                                   where[:i], t_new[:i], cfg)
-                edges += [Edge(records[j].id, float(e_b[j]), float(s_b[j]), float(c_b[j]),
-                               float(tt_b[j])) for j in np.flatnonzero(e_b >= cfg.min_edge_weight)]
+                e_b, s_b, c_b, tt_b = edge_weights_from_similarity(
+                    sims_s[i, :i], sims_c[i, :i], np.abs(t_new[:i] - t_new[i]), cfg)
+                e_w = np.concatenate([e_w, e_b])
+                s_w = np.concatenate([s_w, s_b])
+                c_w = np.concatenate([c_w, c_b])
+                t_w = np.concatenate([t_w, tt_b])
+                ids = list(ids) + batch_ids[:i]
+            keep = np.flatnonzero(e_w >= cfg.min_edge_weight)
+            if len(keep) > width:
+                keep = keep[np.argpartition(-e_w[keep], width - 1)[:width]]
+            edges = [Edge(ids[j], float(e_w[j]), float(s_w[j]), float(c_w[j]), float(t_w[j]))
+                     for j in keep]
             changed |= graph.link(rec.id, edges)
         return changed
 
@@ -454,6 +467,8 @@ class ScrubJayMemory:
             if self._mirror is None or len(self._mirror) == 0:
                 empty = np.zeros(0)
                 return lambda i: (empty, empty, empty, empty, [])
+            if not self._scan(len(self._mirror)):
+                return self._link_candidates_hnsw(records, what, where)
             view = self._mirror.view()
             ids = view.ids
             sims_s = view.what @ what.T  # (N, B)
@@ -508,6 +523,43 @@ class ScrubJayMemory:
             return e, s, c_, tt, ids
         return from_server
 
+    def _scan(self, n: int) -> bool:
+        """Whether a mirror of ``n`` memories is scanned exactly (else HNSW candidates)."""
+        limit = self.config.search.scan_max
+        return limit is None or n <= limit
+
+    def _link_candidates_hnsw(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                              where: NDArray[np.float32]) -> Callable[
+                                  [int], tuple[NDArray, NDArray, NDArray, NDArray, list[str]]]:
+        """Link candidates for a large mirror: per new item, the union of its nearest
+        ``4 * max_neighbors`` by what and by where (Chroma's HNSW, one batched query each) and
+        by time (the mirror's creation times, sorted once per batch), with exact edge weights.
+        """
+        assert self._mirror is not None
+        cfg = self.config.graph
+        width = 4 * cfg.max_neighbors
+        view = self._mirror.view()
+        row_of = self._mirror.row_of
+        by_what = self._store.query_many("what", what, width)
+        has_where = [i for i in range(len(records)) if np.any(where[i])]
+        by_where: dict[int, list[str]] = {}
+        if has_where:
+            got = self._store.query_many("where", where[has_where], width)
+            by_where = dict(zip(has_where, got, strict=True))
+        order = np.argsort(view.t, kind="stable")
+        t_sorted = view.t[order]
+
+        def from_hnsw(i: int) -> tuple[NDArray, NDArray, NDArray, NDArray, list[str]]:
+            rows = {row_of[m] for m in by_what[i] if m in row_of}
+            rows.update(row_of[m] for m in by_where.get(i, ()) if m in row_of)
+            at = int(np.searchsorted(t_sorted, records[i].created_at_s))
+            rows.update(order[max(0, at - width):at + width].tolist())
+            idx = np.fromiter(sorted(rows), dtype=np.intp, count=len(rows))
+            e, s, c, tt = edge_weights(what[i], where[i], records[i].created_at_s,
+                                       view.what[idx], view.where[idx], view.t[idx], cfg)
+            return e, s, c, tt, [view.records[j].id for j in idx]
+        return from_hnsw
+
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,
                at: Timestamp | None = None, *, exclude_stale: bool = False) -> list[Hit]:
@@ -524,7 +576,8 @@ class ScrubJayMemory:
         with self._lock:
             self._check_open()
             t_q = self._time(at, owner)
-            if self._dim is None or len(self) == 0:
+            # (server mode: an empty store answers an empty query; no count() round trip)
+            if self._dim is None or (self._use_mirror and len(self) == 0):
                 return []
             e_q = self._embed([query], query=True)[0]
             c_q = self._embed([context], query=True)[0]
@@ -536,8 +589,12 @@ class ScrubJayMemory:
                 hits = self._search_buffer(e_q, c_q, weights, k, t_q)
                 if hits is not None:
                     return hits
-            rows = self._mirror.view() if self._use_mirror and self._mirror else \
-                self._server_candidates(e_q, c_q)
+            relevance = self.config.search.ranking == "relevance"
+            if self._use_mirror and self._mirror:
+                rows = self._mirror.view() if not relevance or self._scan(len(self._mirror)) \
+                    else self._hnsw_candidates(e_q, c_q)
+            else:
+                rows = self._server_candidates(e_q, c_q)
             if exclude_stale:
                 u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
                 fresh = np.flatnonzero(~is_stale(u, rows.value, self.config.decay.stale_ratio))
@@ -556,24 +613,47 @@ class ScrubJayMemory:
         """Rank by ``relevance * V / V0`` (what and where mixed by the adaptive weights; value
         lowered by RCI sinks superseded memories); time decay only sets ``stale``."""
         a, b = float(weights[0]), float(weights[1])
-        rel = (a * (rows.what @ e_q) + b * (rows.where @ c_q)) / (a + b)
-        key = rel * rows.value / self.config.decay.default_value
-        top = np.argsort(-key, kind="stable")[:k]
+        rel = a * (rows.what @ e_q)
+        if np.any(c_q):  # an empty context embeds to zero: its column adds nothing
+            rel += b * (rows.where @ c_q)
+        key = rel / (a + b) * rows.value / self.config.decay.default_value
+        if len(key) > k:  # O(N) selection, then a stable sort of the k best
+            part = np.argpartition(-key, k - 1)[:k]
+            top = part[np.lexsort((part, -key[part]))]
+        else:
+            top = np.argsort(-key, kind="stable")
         hits = self._rank(rows.take(top), e_q, c_q, weights, k, t_q, exhaustive=False)
         key_of = {rows.records[i].id: float(key[i]) for i in top}
         order = {rows.records[i].id: n for n, i in enumerate(top)}
         return [replace(h, score=key_of[h.id]) for h in sorted(hits, key=lambda h: order[h.id])]
 
+    def _hnsw_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
+        """Mirror rows of the nearest memories by what and by where (Chroma's HNSW index)."""
+        assert self._mirror is not None
+        n = self.config.search.candidates
+        ids = self._store.query_ids("what", e_q, n)
+        if np.any(c_q):
+            ids = ids + self._store.query_ids("where", c_q, n)
+        row_of = self._mirror.row_of
+        idx = sorted({row_of[m] for m in ids if m in row_of})
+        return self._mirror.view().take(idx)
+
     def _server_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
         n = self.config.search.candidates
+        if not np.any(c_q):  # no where channel: one query brings the rows themselves
+            stored = self._store.query_rows(e_q, n, where_vectors=False)
+            return self._rows_of(sorted(stored, key=lambda r: r.id))
         ids = set(self._store.query("what", e_q, n)[0])
-        if np.any(c_q):
-            ids.update(self._store.query("where", c_q, n)[0])
+        ids.update(self._store.query("where", c_q, n)[0])
         return self._fetch_rows(sorted(ids))
 
-    def _fetch_rows(self, ids: Sequence[str]) -> Rows:
+    def _fetch_rows(self, ids: Sequence[str], *, where: bool = True) -> Rows:
+        """Rows for ``ids`` from Chroma (``where=False``: zero where-vectors, for a query
+        without context, where they multiply a zero vector)."""
+        return self._rows_of(self._store.get(list(ids), vectors=True, where_vectors=where))
+
+    def _rows_of(self, stored: list[StoredRow]) -> Rows:
         dim = self._dim or 1
-        stored = self._store.get(list(ids), vectors=True)
         zero = np.zeros(dim, dtype=np.float32)
         records = [self._record(r) for r in stored]
         if not stored:
@@ -641,10 +721,11 @@ class ScrubJayMemory:
                     extra = self._mirror.view().take(
                         [self._mirror.row_of[j] for j in missing if j in self._mirror.row_of])
                 else:
-                    extra = self._fetch_rows(missing)
+                    extra = self._fetch_rows(missing, where=bool(np.any(c_q)))
                 if len(extra):
                     _, _, u_x, s_x = self._partial_scores(extra, e_q, c_q, weights, t_q)
-                    out.update({extra.ids[i]: float(s_x[i] * u_x[i]) for i in range(len(extra))})
+                    su_x = (s_x * u_x).tolist()
+                    out.update(zip(extra.ids, su_x, strict=True))  # ids is a property: once
             return out
 
         # Graph bonus for the best candidates by S'; widen until no outsider can overtake.

@@ -257,15 +257,17 @@ class ChromaStore:
         except Exception as exc:
             raise _wrap("count memories", exc) from exc
 
-    def get(self, ids: Sequence[str], *, vectors: bool = False) -> list[StoredRow]:
-        """Rows for ``ids`` that exist, in the order given."""
+    def get(self, ids: Sequence[str], *, vectors: bool = False,
+            where_vectors: bool = True) -> list[StoredRow]:
+        """Rows for ``ids`` that exist, in the order given (``where_vectors=False``: the
+        where-vectors are left ``None``, one request fewer)."""
         if not ids:
             return []
         include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
         try:
             got = self.what.get(ids=list(ids), include=include)
             where_vecs: dict[str, NDArray[np.float32]] = {}
-            if vectors:
+            if vectors and where_vectors:
                 w = self.where.get(ids=list(ids), include=["embeddings"])
                 for i, rid in enumerate(w["ids"]):
                     where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
@@ -298,15 +300,53 @@ class ChromaStore:
               where: dict[str, Any] | None = None) -> tuple[list[str], NDArray[np.float64]]:
         """Top-``n`` ids by cosine similarity in the ``what`` or ``where`` collection."""
         col = self.what if which == "what" else self.where
+        if n <= 0:
+            return [], np.zeros(0)
         try:
-            total = col.count()
-            if total == 0 or n <= 0:
-                return [], np.zeros(0)
-            got = col.query(query_embeddings=[vector.astype(np.float32)],
-                            n_results=min(n, total), include=["distances"], where=where)
+            # Chroma >= 1.0 returns fewer than n_results when the collection is smaller (and
+            # nothing when it is empty): no count() round trip first.
+            got = col.query(query_embeddings=[vector.astype(np.float32)], n_results=n,
+                            include=["distances"], where=where)
         except Exception as exc:
             raise _wrap(f"query the {which} collection", exc) from exc
         return list(got["ids"][0]), distance_to_similarity(got["distances"][0])
+
+    def query_rows(self, vector: NDArray[np.float32], n: int, *,
+                   where_vectors: bool) -> list[StoredRow]:
+        """The top-``n`` memories by what-similarity as full rows (vectors included), in one
+        query of the ``what`` collection (plus one ``get`` of ``where`` when asked)."""
+        if n <= 0:
+            return []
+        try:
+            got = self.what.query(query_embeddings=[vector.astype(np.float32)], n_results=n,
+                                  include=["metadatas", "documents", "embeddings"])
+            flat = {key: (got[key][0] if got.get(key) is not None else None)
+                    for key in ("ids", "metadatas", "documents", "embeddings")}
+            where_vecs: dict[str, NDArray[np.float32]] = {}
+            if where_vectors and flat["ids"]:
+                w = self.where.get(ids=list(flat["ids"]), include=["embeddings"])
+                for i, rid in enumerate(w["ids"]):
+                    where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
+        except Exception as exc:
+            raise _wrap("query the what collection", exc) from exc
+        return list(_rows(flat, where_vecs, True))
+
+    def query_ids(self, which: str, vector: NDArray[np.float32], n: int) -> list[str]:
+        """Top-``n`` ids by cosine similarity (no distances: the cheapest Chroma query)."""
+        return self.query_many(which, vector[None, :], n)[0]
+
+    def query_many(self, which: str, vectors: NDArray[np.float32],
+                   n: int) -> list[list[str]]:
+        """Top-``n`` ids for each of several vectors, in one Chroma query (HNSW)."""
+        col = self.what if which == "what" else self.where
+        if n <= 0 or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        try:
+            got = col.query(query_embeddings=np.asarray(vectors, dtype=np.float32),
+                            n_results=n, include=[])
+        except Exception as exc:
+            raise _wrap(f"query the {which} collection", exc) from exc
+        return [list(ids) for ids in got["ids"]]
 
     def ids_in_time_range(self, lo_s: float, hi_s: float, limit: int) -> list[str]:
         """Ids of memories created in ``[lo_s, hi_s]`` (for temporal edges, server mode)."""

@@ -1,4 +1,6 @@
-"""``scrubjay bench tgt|locomo|factconsolidation|all``: run the quality benchmarks.
+"""``scrubjay bench tgt|locomo|factconsolidation|all|perf``: run the benchmarks.
+
+``perf`` measures cost (latency, ingest, RCI, buffer, memory); see :mod:`scrubjay.bench.perf`.
 
 Each command prints its Markdown report and writes it, with a JSON file (and for TGT a PNG),
 into ``--out`` (default ``bench-results/``). Third-party data is read from ``--data`` (default
@@ -19,16 +21,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from scrubjay.bench.common import EMBEDDERS, default_data_dir
+from scrubjay.bench.perf import add_perf_arguments, cmd_perf
 from scrubjay.bench.systems import LLM_SYSTEM_NAMES, SYSTEM_NAMES
 
 __all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 
-BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all")
+BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf")
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` command to the ``scrubjay`` command line."""
-    p = subparsers.add_parser("bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation")
+    p = subparsers.add_parser("bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
+                                            "perf: latency, ingest, RCI, buffer, memory")
     p.add_argument("benchmark", choices=BENCHMARKS)
     p.add_argument("--seeds", type=int, default=5, help="TGT seeds (default 5)")
     p.add_argument("--instances", type=int, default=20, help="TGT instances per seed (20)")
@@ -50,6 +54,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="TGT answer judge (default heuristic; llm needs --llm)")
     p.add_argument("--naturalise", action="store_true",
                    help="rewrite TGT memory and query texts with the --llm model first")
+    perf = p.add_argument_group("perf (scrubjay bench perf)")
+    add_perf_arguments(perf)
     p.set_defaults(func=cmd_bench)
     return p
 
@@ -95,6 +101,8 @@ def _check_llm_options(args: argparse.Namespace, systems: tuple[str, ...] | None
 def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     """Run the chosen benchmark(s); print the Markdown and the files written."""
     logging.getLogger("bm25s").setLevel(logging.WARNING)
+    if args.benchmark == "perf":
+        return cmd_perf(args, out)
     out_dir = Path(args.out)
     systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
     unknown = [s for s in systems or () if s not in SYSTEM_NAMES + LLM_SYSTEM_NAMES]

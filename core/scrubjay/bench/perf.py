@@ -1,0 +1,662 @@
+"""``scrubjay bench perf``: the cost of the memory (issue 6).
+
+Every figure is a count or a ratio against a baseline timed in the same process, because the
+machine is noisy. Vectors are precomputed and clustered (256-d, a few hundred unit centres plus
+noise, normalised), fed through a dict-lookup embedder so that embedding costs a lookup; texts
+are ``"memory {i} topic {c}"``.
+
+Sections (each a key of the JSON):
+
+* ``search``: p50/p95 of ``ScrubJayMemory.search`` at each N against a raw Chroma top-k query on
+  the same collection, a numpy brute-force scan, LangChain's ``TimeWeightedVectorStoreRetriever``
+  and LlamaIndex's ``TimeWeightedPostprocessor``; the recall@k of the fast path against the
+  exact scan over all memories; embedded and/or server mode.
+* ``ingest``: memories/s of ``add_many`` (synthetic vectors and the bundled embedder) against
+  embedding plus a raw Chroma add of the same records.
+* ``rci``: ``integrate`` latency against the number of affected memories, LLM calls per event,
+  and the 10k case against one raw Chroma metadata update of 10k records.
+* ``buffer``: hit rate and latency of buffered searches on a task-focused query stream.
+* ``memory``: RSS and disk bytes per memory, and the time to reopen the largest store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["add_perf_arguments", "cmd_perf", "run_perf", "write_perf"]
+
+DIM = 256
+#: Cluster centres of the synthetic corpus (chosen: "a few hundred topics").
+CENTRES = 300
+#: Per-coordinate noise around a centre (chosen: members ~0.8 cosine to their centre).
+NOISE = 0.045
+K = 10
+T0 = 1_700_000_000.0
+QUICK_SIZES = (300, 1_000)
+
+
+# ---------------------------------------------------------------------------- data
+class Corpus:
+    """Clustered unit vectors and their texts; ``embed`` is the dict-lookup embedder."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        self.centres = _unit(rng.standard_normal((CENTRES, DIM)).astype(np.float32))
+        self.topic = rng.integers(0, CENTRES, n)
+        self.vectors = _unit(self.centres[self.topic]
+                             + NOISE * rng.standard_normal((n, DIM)).astype(np.float32))
+        self.texts = [f"memory {i} topic {c}" for i, c in enumerate(self.topic)]
+        self.lut: dict[str, NDArray[np.float32]] = dict(zip(self.texts, self.vectors,
+                                                            strict=True))
+        self.lut[""] = np.zeros(DIM, np.float32)
+        self.rng = rng
+
+    def queries(self, count: int, prefix: str = "query") -> list[str]:
+        """Query texts near random centres (registered in the lookup)."""
+        out = []
+        for j in range(count):
+            c = int(self.rng.integers(0, CENTRES))
+            v = _unit(self.centres[c] + NOISE * self.rng.standard_normal(DIM).astype(np.float32))
+            text = f"{prefix} {j} topic {c}"
+            self.lut[text] = v
+            out.append(text)
+        return out
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        zero = self.lut[""]
+        return np.stack([self.lut.get(t, zero) for t in texts])
+
+    def items(self, lo: int, hi: int) -> list[dict[str, Any]]:
+        return [{"text": self.texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(lo, hi)]
+
+
+def _unit(x: NDArray[np.float32]) -> NDArray[np.float32]:
+    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _pct(samples: list[float]) -> dict[str, float]:
+    a = np.asarray(samples) * 1e3
+    return {"p50_ms": float(np.percentile(a, 50)), "p95_ms": float(np.percentile(a, 95))}
+
+
+def _timed(fn: Callable[[], Any], repeats: int) -> list[float]:
+    fn()  # warm up
+    out = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def _bar(total: int, enabled: bool, desc: str) -> Any:
+    if not enabled:
+        return contextlib.nullcontext(None)
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
+
+
+def _tick(bar: Any, msg: str | None = None) -> None:
+    if bar is not None:
+        if msg:
+            bar.set_postfix_str(msg)
+        bar.update(1)
+
+
+def _clock(at: float) -> Callable[[], float]:
+    return lambda: at
+
+
+def _memory(path: Path | None, corpus: Corpus, *, client: Any = None, llm: Any = None,
+            config: Any = None, namespace: str = "default") -> Any:
+    from scrubjay import ScrubJayConfig, ScrubJayMemory
+    from scrubjay.config import LLMConfig
+    from scrubjay.embedding import CallableEmbedder
+
+    cfg = config or ScrubJayConfig(llm=LLMConfig(annotate=False))
+    return ScrubJayMemory(path=path, client=client, namespace=namespace, llm=llm, config=cfg,
+                          embedder=CallableEmbedder(corpus.embed, name="callable:perf-lookup"),
+                          clock=_clock(T0 + len(corpus.texts) + 3600.0))
+
+
+def _build(mem: Any, corpus: Corpus, n: int, batch: int, bar: Any = None) -> float:
+    t = time.perf_counter()
+    for lo in range(0, n, batch):
+        mem.add_many(corpus.items(lo, min(n, lo + batch)))
+    if bar is not None:
+        bar.set_postfix_str(f"built {n}")
+    return time.perf_counter() - t
+
+
+@contextlib.contextmanager
+def chroma_server(folder: Path) -> Iterator[tuple[str, int]]:
+    """A ``chroma run`` server on 127.0.0.1 over ``folder`` for the ``with`` block."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    exe = Path(sys.executable).with_name("chroma")
+    cmd = [str(exe) if exe.exists() else "chroma", "run", "--path", str(folder),
+           "--host", "127.0.0.1", "--port", str(port)]
+    log = open(folder.parent / f"chroma-{port}.log", "w")  # noqa: SIM115
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+    import chromadb
+
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                if time.time() > deadline or proc.poll() is not None:
+                    raise RuntimeError("chroma run did not start") from None
+                time.sleep(0.2)
+        yield "127.0.0.1", port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+# ---------------------------------------------------------------------------- search
+def _copy_to(src: Any, dst_client: Any, batch: int = 1_000) -> None:
+    """Copy a namespace's two collections (as ScrubJay wrote them) into another client."""
+    for col in (src.what, src.where):
+        dst = dst_client.get_or_create_collection(col.name, embedding_function=None,
+                                                  configuration={"hnsw": {"space": "cosine"}},
+                                                  metadata=col.metadata or None)
+        offset = 0
+        while True:
+            got = col.get(include=["embeddings", "metadatas", "documents"], limit=batch,
+                          offset=offset)
+            if not got["ids"]:
+                break
+            kw: dict[str, Any] = {"ids": got["ids"], "embeddings": got["embeddings"]}
+            if any(got["metadatas"] or []):
+                kw["metadatas"] = got["metadatas"]
+            if any(d for d in got["documents"] or []):
+                kw["documents"] = got["documents"]
+            dst.add(**kw)
+            offset += batch
+
+
+def _langchain_latency(corpus: Corpus, n: int, queries: list[str], k: int) -> list[float]:
+    from langchain_classic.retrievers import TimeWeightedVectorStoreRetriever
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import Embeddings
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    class Lookup(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return corpus.embed(texts).tolist()
+
+        def embed_query(self, text: str) -> list[float]:
+            return corpus.embed([text])[0].tolist()
+
+    class CosineStore(InMemoryVectorStore):
+        """InMemoryVectorStore's scores are cosine similarities already: the identity."""
+
+        def _select_relevance_score_fn(self) -> Callable[[float], float]:
+            return lambda s: s
+
+    store = CosineStore(Lookup())
+    retriever = TimeWeightedVectorStoreRetriever(vectorstore=store, decay_rate=0.01, k=k)
+    from datetime import datetime, timedelta
+
+    base = datetime(2023, 11, 14)
+    for lo in range(0, n, 5_000):
+        retriever.add_documents([Document(page_content=corpus.texts[i],
+                                          metadata={"last_accessed_at":
+                                                    base + timedelta(seconds=i),
+                                                    "created_at": base + timedelta(seconds=i)})
+                                 for i in range(lo, min(n, lo + 5_000))])
+    it = iter(queries * 2)
+    return _timed(lambda: retriever.invoke(next(it)), len(queries))
+
+
+def _llamaindex_latency(corpus: Corpus, n: int, queries: list[str], k: int) -> list[float]:
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.postprocessor import TimeWeightedPostprocessor
+    from llama_index.core.schema import QueryBundle, TextNode
+
+    nodes = [TextNode(text=corpus.texts[i], id_=f"m{i}", embedding=corpus.vectors[i].tolist(),
+                      metadata={"__last_accessed__": T0 + i}) for i in range(n)]
+    index = VectorStoreIndex(nodes, embed_model=MockEmbedding(embed_dim=DIM))
+    retriever = index.as_retriever(similarity_top_k=4 * k)
+    post = TimeWeightedPostprocessor(time_decay=0.99, top_k=k)
+    it = iter(queries * 2)
+
+    def once() -> None:
+        q = next(it)
+        bundle = QueryBundle(query_str=q, embedding=corpus.embed([q])[0].tolist())
+        post.postprocess_nodes(retriever.retrieve(bundle), query_bundle=bundle)
+    return _timed(once, len(queries))
+
+
+def _search_one(mem: Any, corpus: Corpus, queries: list[str], k: int) -> dict[str, Any]:
+    """sj search vs raw Chroma on the same collection; recall of the fast path vs exact."""
+    it = iter(queries * 2)
+    sj = _timed(lambda: mem.search(next(it), k=k), len(queries))
+    col = mem._store.what  # the same collection ScrubJay queries
+    vecs = iter([corpus.embed([q])[0] for q in queries] * 2)
+    chroma = _timed(lambda: col.query(query_embeddings=[next(vecs)], n_results=k,
+                                      include=["distances", "metadatas", "documents"]),
+                    len(queries))
+    recall = None
+    if mem._mirror is not None:
+        fast_cfg = mem.config
+        exact_cfg = replace(fast_cfg, search=replace(fast_cfg.search, scan_max=None))
+        found = 0
+        for q in queries:
+            fast = {h.id for h in mem.search(q, k=k)}
+            mem.config = exact_cfg
+            try:
+                exact = {h.id for h in mem.search(q, k=k)}
+            finally:
+                mem.config = fast_cfg
+            found += len(fast & exact)
+        recall = found / (k * len(queries))
+    return {"sj": _pct(sj), "chroma": _pct(chroma), "recall_at_k": recall}
+
+
+def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *, k: int,
+               queries: int, baseline_queries: int, batch: int, bar: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"k": k, "queries": queries, "by_n": {}}
+    qs = corpus.queries(queries)
+    for n in sizes:
+        row: dict[str, Any] = {"n": n}
+        path = work / f"store-{n}"
+        mem = _memory(path, corpus)
+        row["build_s"] = _build(mem, corpus, n, batch, bar)
+        _tick(bar, f"search n={n}")
+        mat = corpus.vectors[:n]
+        vecs = iter([corpus.embed([q])[0] for q in qs] * 2)
+
+        def scan() -> None:
+            s = mat @ next(vecs)
+            np.argpartition(-s, k - 1)[:k]
+        row["numpy_scan"] = _pct(_timed(scan, queries))
+        if "embedded" in modes:
+            row["embedded"] = _search_one(mem, corpus, qs, k)
+        mem.close()
+        if "server" in modes:
+            import chromadb
+
+            server_dir = work / f"server-{n}"
+            server_dir.mkdir(parents=True, exist_ok=True)
+            with chroma_server(server_dir) as (host, port):
+                client = chromadb.HttpClient(host=host, port=port)
+                src = _memory(path, corpus)
+                _copy_to(src._store, client)
+                src.close()
+                remote = _memory(None, corpus, client=client)
+                row["server"] = _search_one(remote, corpus, qs, k)
+                remote.close()
+            shutil.rmtree(server_dir, ignore_errors=True)
+        _tick(bar, f"baselines n={n}")
+        bq = qs[:baseline_queries]
+        row["langchain_time_weighted"] = _pct(_langchain_latency(corpus, n, bq, k))
+        row["llamaindex_time_weighted"] = _pct(_llamaindex_latency(corpus, n, bq, k))
+        for mode in ("embedded", "server"):
+            if mode in row:
+                row[mode]["p50_vs_chroma"] = row[mode]["sj"]["p50_ms"] / \
+                    row[mode]["chroma"]["p50_ms"]
+        out["by_n"][str(n)] = row
+    return out
+
+
+# ---------------------------------------------------------------------------- ingest
+def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any) -> dict[str, Any]:
+    import chromadb
+    from chromadb.config import Settings
+
+    from scrubjay import ScrubJayConfig, ScrubJayMemory
+    from scrubjay.config import LLMConfig
+    from scrubjay.embedding import WordLlamaEmbedder
+
+    out: dict[str, Any] = {"n": n, "batch": batch}
+    texts = [f"{t} about item {i % 97}" for i, t in enumerate(corpus.texts[:n])]
+    for name, make in (("synthetic", lambda: corpus.embed),
+                       ("bundled", lambda: WordLlamaEmbedder())):
+        emb = make()
+        embed = (lambda ts, e=emb: e(ts)) if name == "synthetic" else \
+            (lambda ts, e=emb: e.embed(ts))
+        folder = work / f"ingest-raw-{name}"
+        client = chromadb.PersistentClient(path=str(folder),
+                                           settings=Settings(anonymized_telemetry=False))
+        col = client.get_or_create_collection("raw", embedding_function=None,
+                                              configuration={"hnsw": {"space": "cosine"}})
+        items = [{"text": texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(n)]
+        t = time.perf_counter()
+        for lo in range(0, n, batch):
+            part = items[lo:lo + batch]
+            vec = np.asarray(embed([p["text"] for p in part]), dtype=np.float32)
+            col.add(ids=[p["id"] for p in part], embeddings=vec,
+                    documents=[p["text"] for p in part],
+                    metadatas=[{"t": p["at"]} for p in part])
+        raw_s = time.perf_counter() - t
+        _tick(bar, f"ingest {name}")
+        if name == "synthetic":
+            for text in texts:
+                corpus.lut.setdefault(text, corpus.lut[text.split(" about")[0]])
+            mem = _memory(work / f"ingest-sj-{name}", corpus)
+        else:
+            mem = ScrubJayMemory(path=work / f"ingest-sj-{name}", embedder=emb,
+                                 config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
+                                 clock=_clock(T0 + n + 3600))
+        t = time.perf_counter()
+        for lo in range(0, n, batch):
+            mem.add_many(items[lo:lo + batch])
+        sj_s = time.perf_counter() - t
+        mem.close()
+        _tick(bar, f"ingest {name}")
+        out[name] = {"sj_per_s": n / sj_s, "embed_plus_chroma_add_per_s": n / raw_s,
+                     "overhead": sj_s / raw_s - 1.0}
+    return out
+
+
+# ---------------------------------------------------------------------------- RCI
+class CountingLLM:
+    """A chat-model stand-in that answers RCI prompts with fixed deltas and counts calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, prompt: str) -> str:
+        self.calls += 1
+        return json.dumps({"delta_value": -0.5, "delta_pi": 0.1, "delta_tau": -0.2,
+                           "summary": "superseded"})
+
+
+def run_rci(work: Path, *, counts: list[int], bar: Any) -> dict[str, Any]:
+    """Clusters of exactly ``m`` near-duplicates; an event at a cluster's centre affects them."""
+    import chromadb
+    from chromadb.config import Settings
+
+    from scrubjay import ScrubJayConfig
+    from scrubjay.config import LLMConfig
+
+    rng = np.random.default_rng(1)
+    centres = _unit(rng.standard_normal((len(counts), DIM)).astype(np.float32))
+    corpus = Corpus(0)
+    vecs, texts = [], []
+    for c, m in enumerate(counts):
+        v = _unit(centres[c] + 0.01 * rng.standard_normal((m, DIM)).astype(np.float32))
+        for j in range(m):
+            texts.append(f"rci {c} member {j}")
+            vecs.append(v[j])
+            corpus.lut[texts[-1]] = v[j]
+    for c in range(len(counts)):
+        corpus.lut[f"event {c}"] = centres[c]
+    corpus.texts = texts
+    total = len(texts)
+    # built without a chat model (offline classifier), then reopened with the counting one,
+    # so that only RCI calls it
+    mem = _memory(work / "rci", corpus)
+    for lo in range(0, total, 2_000):
+        mem.add_many([{"text": texts[i], "at": T0 + i, "id": f"r{i}"}
+                      for i in range(lo, min(total, lo + 2_000))])
+    mem.close()
+    llm = CountingLLM()
+    mem = _memory(work / "rci", corpus, llm=llm,
+                  config=ScrubJayConfig(llm=LLMConfig(annotate=False)))
+    _tick(bar, "rci store")
+    rows = []
+    for c, m in enumerate(counts):
+        before = llm.calls
+        t = time.perf_counter()
+        report = mem.integrate(f"event {c}", store=False)
+        dt = time.perf_counter() - t
+        rows.append({"target_affected": m, "affected": len(report.affected),
+                     "llm_calls": llm.calls - before, "latency_ms": dt * 1e3})
+    mem.close()
+    _tick(bar, "rci events")
+    # the baseline: one raw Chroma metadata update of the largest count of records
+    m = max(counts)
+    client = chromadb.PersistentClient(path=str(work / "rci-raw"),
+                                       settings=Settings(anonymized_telemetry=False))
+    col = client.get_or_create_collection("raw", embedding_function=None,
+                                          configuration={"hnsw": {"space": "cosine"}})
+    ids = [f"x{i}" for i in range(m)]
+    vec = np.asarray(vecs[:m], np.float32)
+    step = 5_000
+    for lo in range(0, m, step):
+        col.add(ids=ids[lo:lo + step], embeddings=vec[lo:lo + step],
+                metadatas=[{"v": 1.0}] * len(ids[lo:lo + step]))
+    t = time.perf_counter()
+    for lo in range(0, m, step):
+        col.update(ids=ids[lo:lo + step], metadatas=[{"v": 0.5}] * len(ids[lo:lo + step]))
+    raw_ms = (time.perf_counter() - t) * 1e3
+    big = next(r for r in rows if r["target_affected"] == m)
+    return {"events": rows, "chroma_update_ms": raw_ms, "largest": m,
+            "largest_vs_chroma_update": big["latency_ms"] / raw_ms,
+            "llm_calls_per_event": [r["llm_calls"] for r in rows]}
+
+
+# ---------------------------------------------------------------------------- buffer
+def run_buffer(corpus: Corpus, n: int, work: Path, *, queries: int, bar: Any) -> dict[str, Any]:
+    mem = _memory(work / f"store-{n}", corpus)
+    topic = int(np.bincount(corpus.topic[:n]).argmax())
+    task = f"task topic {topic}"
+    corpus.lut[task] = corpus.centres[topic]
+    rng = np.random.default_rng(2)
+    stream = []
+    for j in range(queries):  # task-focused: every query is about the task's topic
+        text = f"focused {j} topic {topic}"
+        corpus.lut[text] = _unit(corpus.centres[topic]
+                                 + NOISE * rng.standard_normal(DIM).astype(np.float32))
+        stream.append(text)
+    mem.prepare(task)
+    it = iter(stream * 2)
+    hits = [mem.search(q, k=K)[0].from_buffer for q in stream]
+    buffered = _timed(lambda: mem.search(next(it), k=K), queries)
+    mem.clear_buffer()
+    it = iter(stream * 2)
+    full = _timed(lambda: mem.search(next(it), k=K), queries)
+    mem.close()
+    _tick(bar, "buffer")
+    b, f = _pct(buffered), _pct(full)
+    return {"n": n, "queries": queries, "hit_rate": sum(hits) / len(hits), "buffered": b,
+            "full": f, "speedup_p50": f["p50_ms"] / b["p50_ms"]}
+
+
+# ---------------------------------------------------------------------------- memory
+_REOPEN = """
+import json, sys, time, psutil
+sys.path[:0] = {paths!r}
+import numpy as np
+proc = psutil.Process()
+import scrubjay, chromadb
+from scrubjay import ScrubJayMemory
+from scrubjay.embedding import CallableEmbedder
+rss0 = proc.memory_info().rss
+t = time.perf_counter()
+mem = ScrubJayMemory(path={path!r}, embedder=CallableEmbedder(lambda ts: np.zeros((len(ts), 256),
+                     np.float32), name="callable:perf-lookup"))
+dt = time.perf_counter() - t
+n = len(mem)
+print(json.dumps({{"n": n, "open_s": dt, "rss_delta": proc.memory_info().rss - rss0}}))
+"""
+
+
+def run_memory(n: int, work: Path, bar: Any) -> dict[str, Any]:
+    folder = work / f"store-{n}"
+    disk = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    code = _REOPEN.format(paths=[p for p in sys.path if p], path=str(folder))
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=1_800)
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    _tick(bar, "memory")
+    return {"n": got["n"], "disk_bytes_per_memory": disk / max(1, n),
+            "rss_bytes_per_memory": got["rss_delta"] / max(1, got["n"]),
+            "reopen_s": got["open_s"]}
+
+
+# ---------------------------------------------------------------------------- driver
+def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: bool = True,
+             queries: int = 100, baseline_queries: int = 20, batch: int = 2_000,
+             rci_counts: list[int] | None = None, ingest_n: int | None = None) -> dict[str, Any]:
+    """Run every section; returns the JSON-able result (``write_perf`` writes it)."""
+    import logging
+
+    for name in ("chromadb", "httpx", "llama_index"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    sizes = sorted(sizes)
+    top = sizes[-1]
+    rci_counts = rci_counts or [1, 10, 100, 1_000, 10_000]
+    ingest_n = ingest_n or min(top, 10_000)
+    corpus = Corpus(top)
+    steps = 3 * len(sizes) + 4 + 3 + 1 + 1
+    work = Path(tempfile.mkdtemp(prefix="sj-perf-"))
+    try:
+        with _bar(steps, progress, "bench perf") as bar:
+            t0 = time.perf_counter()
+            result: dict[str, Any] = {
+                "command": "scrubjay bench perf " + " ".join(sys.argv[3:])
+                if sys.argv[1:3] == ["bench", "perf"] else None,
+                "nproc": os.cpu_count(), "dim": DIM, "centres": CENTRES, "k": K}
+            result["search"] = run_search(corpus, sizes, modes, work, k=K, queries=queries,
+                                          baseline_queries=baseline_queries, batch=batch,
+                                          bar=bar)
+            result["buffer"] = run_buffer(corpus, top, work, queries=queries, bar=bar)
+            result["memory"] = run_memory(top, work, bar)
+            result["ingest"] = run_ingest(corpus, ingest_n, work, batch=batch, bar=bar)
+            result["rci"] = run_rci(work, counts=rci_counts, bar=bar)
+            result["wall_s"] = time.perf_counter() - t0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def _table(res: dict[str, Any]) -> str:
+    lines = [f"## scrubjay bench perf ({res['nproc']} cores, k={res['k']})", "",
+             "| N | mode | sj p50/p95 ms | chroma p50/p95 ms | sj/chroma p50 | recall@k | "
+             "numpy scan p50 | LangChain TW p50 | LlamaIndex TW p50 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for n, row in res["search"]["by_n"].items():
+        for mode in ("embedded", "server"):
+            if mode not in row:
+                continue
+            r = row[mode]
+            rec = "-" if r["recall_at_k"] is None else f"{r['recall_at_k']:.3f}"
+            lines.append(
+                f"| {int(n):,} | {mode} | {r['sj']['p50_ms']:.2f} / {r['sj']['p95_ms']:.2f} | "
+                f"{r['chroma']['p50_ms']:.2f} / {r['chroma']['p95_ms']:.2f} | "
+                f"{r['p50_vs_chroma']:.2f}x | {rec} | {row['numpy_scan']['p50_ms']:.2f} | "
+                f"{row['langchain_time_weighted']['p50_ms']:.1f} | "
+                f"{row['llamaindex_time_weighted']['p50_ms']:.1f} |")
+    ing = res["ingest"]
+    lines += ["", f"Ingest ({ing['n']:,} memories, batches of {ing['batch']:,}):", "",
+              "| embedder | sj memories/s | embed + Chroma add /s | overhead |",
+              "|---|---|---|---|"]
+    for name in ("synthetic", "bundled"):
+        r = ing[name]
+        lines.append(f"| {name} | {r['sj_per_s']:.0f} | {r['embed_plus_chroma_add_per_s']:.0f} "
+                     f"| {100 * r['overhead']:.0f}% |")
+    rci = res["rci"]
+    lines += ["", "RCI:", "", "| affected | LLM calls | latency ms |", "|---|---|---|"]
+    for r in rci["events"]:
+        lines.append(f"| {r['affected']:,} | {r['llm_calls']} | {r['latency_ms']:.1f} |")
+    lines += ["", f"{rci['largest']:,} affected vs one Chroma metadata update of "
+              f"{rci['largest']:,} records ({rci['chroma_update_ms']:.0f} ms): "
+              f"{rci['largest_vs_chroma_update']:.2f}x"]
+    b = res["buffer"]
+    lines += ["", f"Buffer at N={b['n']:,}: hit rate {b['hit_rate']:.2f}; buffered p50 "
+              f"{b['buffered']['p50_ms']:.2f} ms vs full p50 {b['full']['p50_ms']:.2f} ms "
+              f"({b['speedup_p50']:.1f}x)"]
+    m = res["memory"]
+    lines += ["", f"Memory at N={m['n']:,}: {m['rss_bytes_per_memory']:.0f} B/memory RSS, "
+              f"{m['disk_bytes_per_memory']:.0f} B/memory on disk; reopen {m['reopen_s']:.2f} s"]
+    return "\n".join(lines) + "\n"
+
+
+def _plot(res: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_n = res["search"]["by_n"]
+    ns = [int(n) for n in by_n]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    series: dict[str, list[float]] = {}
+    for n in by_n:
+        row = by_n[n]
+        for mode in ("embedded", "server"):
+            if mode in row:
+                series.setdefault(f"scrubjay {mode}", []).append(row[mode]["sj"]["p50_ms"])
+                series.setdefault(f"raw Chroma ({mode})", []).append(
+                    row[mode]["chroma"]["p50_ms"])
+        series.setdefault("numpy scan", []).append(row["numpy_scan"]["p50_ms"])
+        series.setdefault("LangChain time-weighted", []).append(
+            row["langchain_time_weighted"]["p50_ms"])
+        series.setdefault("LlamaIndex time-weighted", []).append(
+            row["llamaindex_time_weighted"]["p50_ms"])
+    for name, ys in series.items():
+        ax.loglog(ns, ys, marker="o", label=name)
+    ax.set_xlabel("memories N")
+    ax.set_ylabel("search latency p50 (ms)")
+    ax.set_title(f"search cost vs N (k={res['k']}, {res['nproc']} cores)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_perf(res: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out_dir / "perf.json", "md": out_dir / "perf.md",
+             "png": out_dir / "perf.png"}
+    paths["json"].write_text(json.dumps(res, indent=2) + "\n")
+    paths["md"].write_text(_table(res))
+    _plot(res, paths["png"])
+    return paths
+
+
+def add_perf_arguments(p: Any) -> None:
+    p.add_argument("--sizes", default="1000,10000,100000",
+                   help="comma-separated store sizes for search (default 1000,10000,100000)")
+    p.add_argument("--million", action="store_true", help="also measure N = 1,000,000")
+    p.add_argument("--mode", choices=("embedded", "server", "both"), default="both")
+    p.add_argument("--quick", action="store_true", help="tiny sizes (for tests)")
+    p.add_argument("--queries", type=int, default=100, help="timed queries per size (100)")
+
+
+def cmd_perf(args: argparse.Namespace, out: TextIO) -> int:
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.million:
+        sizes.append(1_000_000)
+    modes = ["embedded", "server"] if args.mode == "both" else [args.mode]
+    kw: dict[str, Any] = {}
+    if args.quick:
+        sizes = list(QUICK_SIZES)
+        kw = {"queries": 10, "baseline_queries": 3, "batch": 250,
+              "rci_counts": [1, 10, 100], "ingest_n": 300}
+    else:
+        kw = {"queries": args.queries}
+    res = run_perf(sizes=sizes, modes=modes, out_dir=Path(args.out),
+                   progress=not args.no_progress, **kw)
+    paths = write_perf(res, Path(args.out))
+    out.write(paths["md"].read_text() + "\n")
+    out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n")
+    return 0

@@ -1,0 +1,36 @@
+"""`scrubjay bench perf --quick` end to end: every section present, sane counts (no timings)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+from scrubjay.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+def test_perf_quick_writes_every_section(tmp_path) -> None:
+    out = io.StringIO()
+    code = main(["bench", "perf", "--quick", "--no-progress", "--out", str(tmp_path)],
+                out=out)
+    assert code == 0
+    res = json.loads((tmp_path / "perf.json").read_text())
+    assert {"search", "ingest", "rci", "buffer", "memory"} <= set(res)
+    assert (tmp_path / "perf.png").stat().st_size > 0
+    assert "scrubjay bench perf" in (tmp_path / "perf.md").read_text()
+    for row in res["search"]["by_n"].values():
+        for mode in ("embedded", "server"):
+            r = row[mode]
+            assert r["sj"]["p50_ms"] > 0 and r["chroma"]["p50_ms"] > 0
+        assert 0.0 <= row["embedded"]["recall_at_k"] <= 1.0
+    assert res["rci"]["llm_calls_per_event"] == [1] * len(res["rci"]["events"])
+    for ev in res["rci"]["events"]:
+        assert ev["affected"] == ev["target_affected"]
+    assert 0.0 <= res["buffer"]["hit_rate"] <= 1.0
+    for name in ("synthetic", "bundled"):
+        assert math.isfinite(res["ingest"][name]["overhead"])
+    assert res["memory"]["n"] == max(int(n) for n in res["search"]["by_n"])
+    assert res["memory"]["disk_bytes_per_memory"] > 0
