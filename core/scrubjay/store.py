@@ -26,6 +26,7 @@ import re
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,31 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
             row.what = np.asarray(got["embeddings"][i], dtype=np.float32)
             row.where = where_vecs.get(rid)
         yield row
+
+
+#: A Chroma server answers a query on a collection whose vector index has not been written yet
+#: with this error (seen with several processes creating one namespace at once).
+_NOT_ON_DISK = "Nothing found on disk"
+
+
+def _query(col: Any, **kwargs: Any) -> Any:
+    """``col.query(**kwargs)``, tolerating a fresh collection whose index is not on disk yet:
+    empty when the collection is empty, else retried with a short backoff."""
+    delay = 0.05
+    for attempt in range(6):
+        try:
+            return col.query(**kwargs)
+        except Exception as exc:
+            if _NOT_ON_DISK not in str(exc) or attempt == 5:
+                raise
+            if col.count() == 0:
+                n = len(kwargs["query_embeddings"])
+                return {"ids": [[] for _ in range(n)], "distances": [[] for _ in range(n)],
+                        "metadatas": [[] for _ in range(n)], "documents": [[] for _ in range(n)],
+                        "embeddings": [[] for _ in range(n)]}
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -305,8 +331,8 @@ class ChromaStore:
         try:
             # Chroma >= 1.0 returns fewer than n_results when the collection is smaller (and
             # nothing when it is empty): no count() round trip first.
-            got = col.query(query_embeddings=[vector.astype(np.float32)], n_results=n,
-                            include=["distances"], where=where)
+            got = _query(col, query_embeddings=[vector.astype(np.float32)], n_results=n,
+                         include=["distances"], where=where)
         except Exception as exc:
             raise _wrap(f"query the {which} collection", exc) from exc
         return list(got["ids"][0]), distance_to_similarity(got["distances"][0])
@@ -318,7 +344,7 @@ class ChromaStore:
         if n <= 0:
             return []
         try:
-            got = self.what.query(query_embeddings=[vector.astype(np.float32)], n_results=n,
+            got = _query(self.what, query_embeddings=[vector.astype(np.float32)], n_results=n,
                                   include=["metadatas", "documents", "embeddings"])
             flat = {key: (got[key][0] if got.get(key) is not None else None)
                     for key in ("ids", "metadatas", "documents", "embeddings")}
@@ -342,7 +368,7 @@ class ChromaStore:
         if n <= 0 or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
         try:
-            got = col.query(query_embeddings=np.asarray(vectors, dtype=np.float32),
+            got = _query(col, query_embeddings=np.asarray(vectors, dtype=np.float32),
                             n_results=n, include=[])
         except Exception as exc:
             raise _wrap(f"query the {which} collection", exc) from exc

@@ -34,5 +34,6 @@ def test_reopen_after_another_process_wrote(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-2000:]
     with ScrubJayMemory(path=folder, embedder=HashEmbedder()) as mem:
         assert len(mem) == 3 * 155
-        assert {h.text for h in mem.search("written by process 2 item 7", k=1)} == {
-            "written by process 2 item 7"}
+        # (k=3: HashEmbedder's 64 buckets make "7" and "95" collide, an exact tie)
+        assert "written by process 2 item 7" in {
+            h.text for h in mem.search("written by process 2 item 7", k=3)}
