@@ -82,29 +82,38 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
         yield row
 
 
-#: A Chroma server answers a query on a collection whose vector index has not been written yet
-#: with this error (seen with several processes creating one namespace at once).
-_NOT_ON_DISK = "Nothing found on disk"
+#: Errors a Chroma 1.5 server gives transiently while other processes write the same
+#: collection: a fresh collection whose vector index is not on disk yet, and an id deleted
+#: between the plan and its execution. Retried with a short backoff.
+_TRANSIENT = ("Nothing found on disk", "Error finding id")
 
 
-def _query(col: Any, **kwargs: Any) -> Any:
-    """``col.query(**kwargs)``, tolerating a fresh collection whose index is not on disk yet:
-    empty when the collection is empty, else retried with a short backoff."""
+def _retry(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, retried on a transient Chroma server error (5 retries)."""
     delay = 0.05
     for attempt in range(6):
         try:
-            return col.query(**kwargs)
+            return call(*args, **kwargs)
         except Exception as exc:
-            if _NOT_ON_DISK not in str(exc) or attempt == 5:
+            if attempt == 5 or not any(m in str(exc) for m in _TRANSIENT):
                 raise
-            if col.count() == 0:
-                n = len(kwargs["query_embeddings"])
-                return {"ids": [[] for _ in range(n)], "distances": [[] for _ in range(n)],
-                        "metadatas": [[] for _ in range(n)], "documents": [[] for _ in range(n)],
-                        "embeddings": [[] for _ in range(n)]}
+            logger.debug("transient Chroma error, retrying: %s", exc)
             time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _query(col: Any, **kwargs: Any) -> Any:
+    """``col.query(**kwargs)``; an empty collection whose index is not on disk yet answers
+    empty instead of failing."""
+    try:
+        return _retry(col.query, **kwargs)
+    except Exception as exc:
+        if "Nothing found on disk" not in str(exc) or col.count() != 0:
+            raise
+        n = len(kwargs["query_embeddings"])
+        return {key: [[] for _ in range(n)] for key in
+                ("ids", "distances", "metadatas", "documents", "embeddings")}
 
 
 def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -291,10 +300,10 @@ class ChromaStore:
             return []
         include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
         try:
-            got = self.what.get(ids=list(ids), include=include)
+            got = _retry(self.what.get, ids=list(ids), include=include)
             where_vecs: dict[str, NDArray[np.float32]] = {}
             if vectors and where_vectors:
-                w = self.where.get(ids=list(ids), include=["embeddings"])
+                w = _retry(self.where.get, ids=list(ids), include=["embeddings"])
                 for i, rid in enumerate(w["ids"]):
                     where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
         except Exception as exc:
@@ -308,11 +317,11 @@ class ChromaStore:
         offset = 0
         while True:
             try:
-                got = self.what.get(include=include, limit=_PAGE, offset=offset)
+                got = _retry(self.what.get, include=include, limit=_PAGE, offset=offset)
                 ids = got["ids"]
                 where_vecs: dict[str, NDArray[np.float32]] = {}
                 if vectors and ids:
-                    w = self.where.get(ids=ids, include=["embeddings"])
+                    w = _retry(self.where.get, ids=ids, include=["embeddings"])
                     for i, rid in enumerate(w["ids"]):
                         where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
             except Exception as exc:
@@ -350,7 +359,7 @@ class ChromaStore:
                     for key in ("ids", "metadatas", "documents", "embeddings")}
             where_vecs: dict[str, NDArray[np.float32]] = {}
             if where_vectors and flat["ids"]:
-                w = self.where.get(ids=list(flat["ids"]), include=["embeddings"])
+                w = _retry(self.where.get, ids=list(flat["ids"]), include=["embeddings"])
                 for i, rid in enumerate(w["ids"]):
                     where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
         except Exception as exc:
