@@ -137,7 +137,13 @@ def cmd_perishability(args: argparse.Namespace, out: TextIO) -> int:
     import json
     from pathlib import Path
 
-    from .bench.perishability_eval import evaluate, format_report, retrain
+    from .bench.perishability_eval import (
+        cross_validate,
+        evaluate,
+        format_cv,
+        format_report,
+        retrain,
+    )
     from .estimator import save_model
 
     if args.action == "train":
@@ -146,6 +152,9 @@ def cmd_perishability(args: argparse.Namespace, out: TextIO) -> int:
             "perishability_model.npz"
         save_model(model, str(target))
         out.write(f"trained on the train split; wrote {target}\n")
+        return 0
+    if args.action == "cv":
+        out.write(format_cv(cross_validate()) + "\n")
         return 0
     result = evaluate()
     out.write(format_report(result) + "\n")
@@ -177,7 +186,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     ins.add_argument("--at", type=float, help="epoch seconds (default: now)")
     ins.set_defaults(func=cmd_inspect)
     per = sub.add_parser("perishability", help="train or evaluate the offline estimator")
-    per.add_argument("action", choices=["evaluate", "train"])
+    per.add_argument("action", choices=["evaluate", "train", "cv"],
+                     help="evaluate on the held-out split, retrain, or cross-validate on train")
     per.add_argument("--json", help="evaluate: also write the figures as JSON")
     per.add_argument("--out", help="train: where to write the model (default: the package's)")
     per.set_defaults(func=cmd_perishability)

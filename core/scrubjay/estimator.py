@@ -10,10 +10,18 @@ lifetime and the label from:
 * counts of hand-written cue patterns (progressive aspect, "right now", durations, habitual and
   identity words, ...).
 
-Model: ridge regression (closed form, dual) on ``[log10 lifetime, one-hot label]`` from the
-*train* split only; the held-out *test* split is for evaluation (``scrubjay perishability
-evaluate``). ``scrubjay perishability train`` re-fits it deterministically and writes the
-weights shipped in ``data/perishability_model.npz``.
+Model: ridge regressions (closed form, dual) from the *train* split only; the held-out *test*
+split is for evaluation (``scrubjay perishability evaluate``). One output scores each label
+(one-hot targets). The lifetime is modelled *ordinally*: for each age ``a`` of a fixed log grid
+(``LIFETIME_GRID_LOG10``, 10 s to 100 years) one output estimates ``P(lifetime < a)`` (0/1
+targets), the scores are made monotone in ``a``, and the predicted lifetime is the age where they
+cross 1/2, i.e. an estimate of the *median* lifetime. A single regression on log lifetime
+estimates the mean instead, which sits between the modes when a statement could be minutes or
+decades and shrinks every prediction toward the middle; the stale/valid decision at an age is
+exactly "is P(lifetime < age) above 1/2", which the ordinal outputs estimate directly
+(cross-validated on the train split, grouped by domain: 0.874 stale/valid accuracy against
+0.845 for the regression on log lifetime). ``scrubjay perishability train`` re-fits it
+deterministically and writes the weights shipped in ``data/perishability_model.npz``.
 
 A predicted lifetime ``L`` becomes perishability as follows: the label's pi is the paper's value
 for that class (ephemeral 0.9, task_specific 0.6, procedural 0.3, factual 0.1), and
@@ -47,11 +55,17 @@ __all__ = [
     "load_default_model",
     "lifetime_to_perishability",
     "load_statements",
+    "median_crossing",
+    "LIFETIME_GRID_LOG10",
 ]
 
 LABELS: tuple[str, ...] = ("ephemeral", "task_specific", "procedural", "factual")
 #: pi per label when the estimator answers: the paper's keyword-rule values (SPEC §2).
 LABEL_PI = {"ephemeral": 0.9, "task_specific": 0.6, "procedural": 0.3, "factual": 0.1}
+
+#: The ages (log10 seconds) of the ordinal outputs: 10 s to 100 years, 30 points. Chosen to span
+#: the data's lifetimes; deliberately not the evaluation's age grid.
+LIFETIME_GRID_LOG10: NDArray[np.float64] = np.linspace(1.0, 9.5, 30)
 
 _TOKEN = re.compile(r"[a-z0-9']+")
 
@@ -134,18 +148,45 @@ def featurize(texts: Sequence[str], contexts: Sequence[str], spec: FeatureSpec,
 
 @dataclass(frozen=True, slots=True)
 class LifetimeModel:
-    """Linear weights: column 0 predicts log10 lifetime (s), columns 1..4 score the labels."""
+    """Linear weights: columns ``0..3`` score the labels, the next ``len(grid)`` columns
+    estimate ``P(lifetime < 10**grid[j] s)``."""
 
     weights: NDArray[np.float32]
     spec: FeatureSpec
     embedder_name: str
+    grid: NDArray[np.float64]
 
     def predict(self, texts: Sequence[str], contexts: Sequence[str],
                 embedder: Embedder) -> tuple[NDArray[np.float64], list[str]]:
         """``(log10 lifetime, label)`` per text."""
         out = featurize(texts, contexts, self.spec, embedder).astype(np.float64) @ self.weights
-        labels = [LABELS[int(j)] for j in np.argmax(out[:, 1:], axis=1)]
-        return out[:, 0], labels
+        labels = [LABELS[int(j)] for j in np.argmax(out[:, : len(LABELS)], axis=1)]
+        return median_crossing(out[:, len(LABELS):], self.grid), labels
+
+
+def median_crossing(scores: NDArray[np.float64], grid: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Where each row of ``P(lifetime < 10**grid)`` scores first reaches 1/2 (log10 seconds).
+
+    The scores are made monotone in age (running maximum) and interpolated linearly between
+    grid points; a row that never reaches 1/2 gets half a decade past the grid's end, a row
+    that starts above it half a decade before its start.
+
+    >>> median_crossing(np.array([[0.0, 0.2, 0.6, 1.0], [0.9, 1.0, 1.0, 1.0]]),
+    ...                 np.array([1.0, 2.0, 3.0, 4.0])).round(2).tolist()
+    [2.75, 0.5]
+    """
+    mono = np.maximum.accumulate(scores, axis=1)
+    above = mono >= 0.5
+    first = np.argmax(above, axis=1)
+    out = np.full(len(scores), grid[-1] + 0.5)
+    hit = above.any(axis=1)
+    out[hit & (first == 0)] = grid[0] - 0.5
+    mid = np.flatnonzero(hit & (first > 0))
+    j = first[mid]
+    lo, hi = mono[mid, j - 1], mono[mid, j]
+    frac = np.where(hi > lo, (0.5 - lo) / np.where(hi > lo, hi - lo, 1.0), 0.5)
+    out[mid] = grid[j - 1] + frac * (grid[j] - grid[j - 1])
+    return out
 
 
 def load_statements(split: str | None = None) -> list[dict[str, Any]]:
@@ -162,14 +203,27 @@ def train_model(rows: Sequence[dict[str, Any]], embedder: Embedder,
     spec = spec or FeatureSpec()
     x = featurize([r["text"] for r in rows], [r["context"] for r in rows], spec,
                   embedder).astype(np.float64)
-    y = np.zeros((len(rows), 1 + len(LABELS)))
-    y[:, 0] = np.log10([float(r["lifetime_s"]) for r in rows])
-    for i, r in enumerate(rows):
-        y[i, 1 + LABELS.index(r["label"])] = 1.0
-    gram = x @ x.T + spec.ridge * np.eye(len(rows))
-    weights = x.T @ np.linalg.solve(gram, y)
+    grid = LIFETIME_GRID_LOG10
+    weights = ridge_fit(x, training_targets(rows, grid), spec.ridge)
     return LifetimeModel(weights=weights.astype(np.float32), spec=spec,
-                         embedder_name=embedder.name)
+                         embedder_name=embedder.name, grid=grid.copy())
+
+
+def training_targets(rows: Sequence[dict[str, Any]],
+                     grid: NDArray[np.float64]) -> NDArray[np.float64]:
+    """One-hot labels, then ``1[lifetime < 10**grid[j]]`` per grid age."""
+    life = np.log10([float(r["lifetime_s"]) for r in rows])
+    y = np.zeros((len(rows), len(LABELS) + len(grid)))
+    for i, r in enumerate(rows):
+        y[i, LABELS.index(r["label"])] = 1.0
+    y[:, len(LABELS):] = grid[None, :] > life[:, None]
+    return y
+
+
+def ridge_fit(x: NDArray[np.float64], y: NDArray[np.float64], ridge: float) -> NDArray[np.float64]:
+    """Ridge weights in the dual form (fewer rows than features)."""
+    gram = x @ x.T + ridge * np.eye(len(x))
+    return x.T @ np.linalg.solve(gram, y)
 
 
 _DEFAULT: dict[str, Any] = {}
@@ -180,6 +234,7 @@ MODEL_FILE = "data/perishability_model.npz"
 def save_model(model: LifetimeModel, path: str) -> None:
     spec = model.spec
     np.savez_compressed(path, weights=model.weights, embedder=np.array(model.embedder_name),
+                        grid=model.grid,
                         spec=np.array(json.dumps({f: getattr(spec, f) for f in
                                                   FeatureSpec.__slots__})))
 
@@ -192,7 +247,8 @@ def load_default_model() -> tuple[LifetimeModel, Embedder]:
                 data = np.load(fh)
                 spec = FeatureSpec(**json.loads(str(data["spec"])))
                 model = LifetimeModel(weights=data["weights"], spec=spec,
-                                      embedder_name=str(data["embedder"]))
+                                      embedder_name=str(data["embedder"]),
+                                      grid=np.asarray(data["grid"], np.float64))
             embedder = WordLlamaEmbedder()
             if embedder.name != model.embedder_name:  # pragma: no cover - packaging error
                 raise RuntimeError("perishability model was trained with another embedder")
