@@ -35,6 +35,7 @@ import json
 import math
 import re
 import threading
+from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -115,19 +116,29 @@ class FeatureSpec:
     context_bow: float = 0.5
     cues: float = 0.8
     bow_dim: int = 4096
-    ridge: float = 1.0
+    ridge: float = 2.0
+
+
+@lru_cache(maxsize=262_144)
+def _hashed(feature: str, dim: int) -> int:
+    h = hashlib.blake2b(feature.encode(), digest_size=4).digest()
+    return int.from_bytes(h, "little") % dim
+
+
+def _bow_indices(text: str, dim: int) -> NDArray[np.intp]:
+    """The distinct hashed columns of the unigrams and bigrams of ``text`` (each weighs 1 before
+    the row is normalised, so a row's norm is ``sqrt(len(indices))``)."""
+    toks = _TOKEN.findall(text.lower())
+    feats = set(toks) | {f"{a} {b}" for a, b in zip(toks, toks[1:])}
+    return np.unique(np.fromiter((_hashed(f, dim) for f in feats), np.intp, len(feats)))
 
 
 def _bow(texts: Sequence[str], dim: int) -> NDArray[np.float32]:
     out = np.zeros((len(texts), dim), np.float32)
     for i, text in enumerate(texts):
-        toks = _TOKEN.findall(text.lower())
-        for f in set(toks) | {f"{a} {b}" for a, b in zip(toks, toks[1:])}:
-            h = hashlib.blake2b(f.encode(), digest_size=4).digest()
-            out[i, int.from_bytes(h, "little") % dim] = 1.0
-        n = float(np.linalg.norm(out[i]))
-        if n:
-            out[i] /= n
+        idx = _bow_indices(text, dim)
+        if len(idx):
+            out[i, idx] = 1.0 / math.sqrt(len(idx))
     return out
 
 
@@ -158,10 +169,34 @@ class LifetimeModel:
 
     def predict(self, texts: Sequence[str], contexts: Sequence[str],
                 embedder: Embedder) -> tuple[NDArray[np.float64], list[str]]:
-        """``(log10 lifetime, label)`` per text."""
-        out = featurize(texts, contexts, self.spec, embedder).astype(np.float64) @ self.weights
+        """``(log10 lifetime, label)`` per text.
+
+        Computes ``featurize(...) @ weights`` without building the dense hashed-n-gram blocks
+        (a row holds a few dozen of their 8,192 columns): the embedding blocks are multiplied,
+        the n-gram blocks gather the rows of ``weights`` they hit.
+        """
+        out = self.scores(texts, contexts, embedder)
         labels = [LABELS[int(j)] for j in np.argmax(out[:, : len(LABELS)], axis=1)]
         return median_crossing(out[:, len(LABELS):], self.grid), labels
+
+    def scores(self, texts: Sequence[str], contexts: Sequence[str],
+               embedder: Embedder) -> NDArray[np.float64]:
+        """``featurize(texts, contexts) @ weights``, computed sparsely."""
+        spec, w = self.spec, self.weights.astype(np.float64)
+        a = np.asarray(embedder.embed(list(texts)), np.float64)
+        b = np.asarray(embedder.embed(list(contexts)), np.float64)
+        d, v = a.shape[1], spec.bow_dim
+        blocks = np.cumsum([0, d, d, v, v, len(_CUE_RX), 1])
+        out = a @ w[blocks[0]:blocks[1]] + spec.context_embedding * (b @ w[blocks[1]:blocks[2]])
+        out += spec.cues * (_cues(texts).astype(np.float64) @ w[blocks[4]:blocks[5]])
+        out += w[blocks[5]]
+        for scale, start, strings in ((spec.text_bow, blocks[2], texts),
+                                      (spec.context_bow, blocks[3], contexts)):
+            for i, text in enumerate(strings):
+                idx = _bow_indices(text, v)
+                if len(idx):
+                    out[i] += scale / math.sqrt(len(idx)) * w[start + idx].sum(axis=0)
+        return out
 
 
 def median_crossing(scores: NDArray[np.float64], grid: NDArray[np.float64]) -> NDArray[np.float64]:

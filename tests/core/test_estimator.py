@@ -88,3 +88,13 @@ def test_evaluate_command_prints_the_table() -> None:
     text = out.getvalue()
     for name in ("estimator", "keyword rule (paper)", "never stale", "MAE log10 L", "Cost:"):
         assert name in text
+
+
+def test_sparse_prediction_equals_the_dense_features_times_the_weights() -> None:
+    model, embedder = load_default_model()
+    rows = load_statements("test")[:50] + [{"text": "ok", "context": ""}]
+    texts, contexts = [r["text"] for r in rows], [r["context"] for r in rows]
+    dense = featurize(texts, contexts, model.spec, embedder).astype(np.float64) @ \
+        model.weights.astype(np.float64)
+    np.testing.assert_allclose(model.scores(texts, contexts, embedder), dense, rtol=1e-5,
+                               atol=1e-5)
