@@ -25,6 +25,15 @@ class Perishability:
     """Who produced it: the chat model, the offline estimator, the keyword rule or the user."""
 
 
+def storable(x: float) -> float:
+    """``x`` rounded to the 15 significant digits that survive a Chroma metadata round trip.
+
+    >>> storable(3712.1851795182397)
+    3712.18517951824
+    """
+    return float(f"{x:.15g}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MemoryRecord:
     """One stored memory and its perishability, as persisted in Chroma."""
@@ -49,6 +58,14 @@ class MemoryRecord:
     """Who classified it."""
     updated_at_s: float | None = None
     """When RCI last changed it, if ever."""
+
+    def __post_init__(self) -> None:
+        # Chroma's metadata keeps 15 significant digits of a float: hold exactly what a
+        # reopened store will read back, so that a restart changes nothing.
+        for name in ("pi", "tau_s", "value", "created_at_s", "updated_at_s"):
+            x = getattr(self, name)
+            if isinstance(x, float):
+                object.__setattr__(self, name, storable(x))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,7 +17,7 @@ from scrubjay.embedding import (
     as_embedder,
 )
 
-MODULES = ["decay", "unit", "scoring", "config", "perishability", "rci", "graph", "buffer",
+MODULES = ["types", "decay", "unit", "scoring", "config", "perishability", "rci", "graph", "buffer",
            "consolidation", "memory", "estimator"]
 
 

@@ -490,3 +490,17 @@ def test_relevance_ranking_keeps_stale_but_relevant_memories_and_sinks_supersede
     paper = memory_factory("paper", config=ScrubJayConfig.paper())
     assert paper.config.search.ranking == "paper"
     assert paper.config.classifier.offline == "keyword"
+
+
+def test_records_read_back_after_reopen_are_bit_identical(memory_factory) -> None:
+    """Chroma keeps 15 significant digits of a metadata float; records hold exactly that, so
+    a restart does not change a timestamp, pi, tau or value by a last bit."""
+    mem = memory_factory()
+    at = 1_763_996_543.1234567  # 17 significant digits, as time.time() gives
+    added = [mem.add(f"note {i} about the boiler pressure", at=at + i / 7) for i in range(20)]
+    mem.integrate("The boiler pressure was fixed by the engineer", at=at + 100.0 / 3)
+    before = {r.id: r for r in mem}
+    mem.close()
+    again = memory_factory()
+    after = {r.id: r for r in again}
+    assert after == before and {r.id for r in added} <= set(after)
