@@ -137,7 +137,10 @@ class Classifier:
         life_llm = p.tau_s * k / p.pi
         life = min(life_est * 10 ** d, max(life_est / 10 ** d, life_llm))
         tau = _clip(life * p.pi / k, self.cfg.tau_min_s, self.cfg.tau_max_s)
-        return Perishability(label=p.label, pi=p.pi, tau_s=tau, source="llm")
+        # when tau hits its bounds, pi moves instead, so that the memory still turns stale at
+        # the clipped lifetime
+        pi = _clip(tau * k / life, self.cfg.pi_min, 1.0)
+        return Perishability(label=p.label, pi=pi, tau_s=tau, source="llm")
 
     def _llm_classify(self, text: str, context: str) -> Perishability | None:
         assert self.llm is not None
