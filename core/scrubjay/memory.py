@@ -7,8 +7,10 @@ Maintain:  RCI on new information; consolidation at a session end.
 
 Embedded stores (``path=`` or no store at all) keep an in-memory mirror of the namespace and score
 every memory exactly. Client/server stores (``client=chromadb.HttpClient(...)``) let Chroma
-generate candidates (by what, by where, and their graph neighbours) and re-score those exactly,
-so a search never pulls the whole collection into the client.
+generate candidates and never pull the whole collection into the client: a relevance search
+ranks from Chroma's distances and metadata (no vectors) and defers the hits' graph bonus to
+their first access; paper ranking re-scores candidates (by what, by where) and their graph
+neighbours exactly.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -190,6 +193,7 @@ class ScrubJayMemory:
         self._newest_t = -math.inf
         # the largest value this process wrote (RCI can raise values above the default)
         self._value_max = config.decay.default_value
+        self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
         self._closed = False
         try:
             self._open()
@@ -249,6 +253,8 @@ class ScrubJayMemory:
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
 
     def __enter__(self) -> ScrubJayMemory:
         return self
@@ -689,20 +695,11 @@ class ScrubJayMemory:
         """
         cap = max(self.config.search.candidates, k)
         n = min(cap, SERVER_FIRST_PER_K * k)
-        ratio = self.config.decay.stale_ratio
         while True:
-            cand = self._server_scored(e_q, c_q, weights, n)
-            value = cand.value
-            key = relevance_key(weights, cand.sim_what, cand.sim_where, value,
-                                self.config.decay.default_value)
-            pi = np.array([r.pi for r in cand.records], dtype=np.float64)
-            tau = np.array([r.tau_s for r in cand.records], dtype=np.float64)
-            t = np.array([r.created_at_s for r in cand.records], dtype=np.float64)
-            u = utility(value, pi, tau, t, t_q)
-            stale = is_stale(u, value, ratio)
-            pool = np.flatnonzero(~stale) if exclude_stale else np.arange(len(key))
-            top = pool[np.lexsort((pool, -key[pool]))][:k]  # ties: by id
-            kth = float(key[top[-1]]) if len(top) == k else -math.inf
+            cand = self._server_scored(
+                e_q, c_q, weights, n,
+                lambda c: self._server_top(c, weights, k, t_q, exclude_stale)[0])
+            kth, top, key, u, stale = self._server_top(cand, weights, k, t_q, exclude_stale)
             if cand.bound <= kth or n >= cap:
                 break
             n = min(cap, SERVER_WIDEN * n)
@@ -715,42 +712,110 @@ class ScrubJayMemory:
                              when=float(u[i]), weights=w)  # type: ignore[arg-type]
                 for i in top]
 
+    def _server_top(self, cand: _Scored, weights: NDArray[np.float64], k: int, t_q: float,
+                    exclude_stale: bool) -> tuple[float, NDArray[np.intp], NDArray[np.float64],
+                                                  NDArray[np.float64], NDArray[np.bool_]]:
+        """(k-th key or -inf when fewer than k compete, the top k best first (ties by id),
+        every key, utility and stale flag) over ``cand``."""
+        value = cand.value
+        key = relevance_key(weights, cand.sim_what, cand.sim_where, value,
+                            self.config.decay.default_value)
+        u = utility(value, np.array([r.pi for r in cand.records], dtype=np.float64),
+                    np.array([r.tau_s for r in cand.records], dtype=np.float64),
+                    np.array([r.created_at_s for r in cand.records], dtype=np.float64), t_q)
+        stale = is_stale(u, value, self.config.decay.stale_ratio)
+        pool = np.flatnonzero(~stale) if exclude_stale else np.arange(len(key))
+        top = pool[np.lexsort((pool, -key[pool]))][:k]
+        kth = float(key[top[-1]]) if len(top) == k else -math.inf
+        return kth, top, key, u, stale
+
     def _server_scored(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
-                       weights: NDArray[np.float64], n: int) -> _Scored:
+                       weights: NDArray[np.float64], n: int,
+                       kth_of: Callable[[_Scored], float]) -> _Scored:
         """The top ``n`` by what (and by where, with a context) with both similarities exact.
 
-        Without a context: one query. With one: a query of each collection, then the missing
-        similarity of each candidate from its vector (a ``get`` of the where-vectors of what
-        candidates absent from the where list, and of the rows of where candidates absent from
-        the what list): at most four requests, each of at most ``n`` rows.
+        Without a context: one query. With one: a query of each collection; a candidate found
+        by one only lacks the other similarity, which is then bounded by that list's last
+        one (threshold algorithm). Only candidates whose bound beats ``kth_of`` the complete
+        ones are completed from their vectors (a ``get`` of the where-vectors of what
+        candidates, of the rows of where candidates); the others count in ``bound``.
         """
-        what_rows, sim_what = self._store.query_scored("what", e_q, n, rows=True)
+        if not np.any(c_q):
+            what_rows, sim_what = self._store.query_scored("what", e_q, n, rows=True)
+            what_floor = float(sim_what[-1]) if len(what_rows) == n else None
+            return self._scored(what_rows, sim_what.tolist(), {}, weights, what_floor, 0.0)
+        v0 = self.config.decay.default_value
+        (what_rows, sim_what), (where_rows, sim_c) = self._concurrently(
+            lambda: self._store.query_scored("what", e_q, n, rows=True),
+            lambda: self._store.query_scored("where", c_q, n, rows=False))
         what_floor = float(sim_what[-1]) if len(what_rows) == n else None
-        rows = list(what_rows)
-        sims = sim_what.tolist()
-        sim_where: dict[str, float] = {}
-        where_floor = 0.0  # a memory with no where row scores 0 on where
-        if np.any(c_q):
-            where_rows, sim_c = self._store.query_scored("where", c_q, n, rows=False)
-            sim_where = {r.id: float(x) for r, x in zip(where_rows, sim_c, strict=True)}
-            if len(where_rows) == n:  # else every where row is listed: the others score 0
-                where_floor = float(sim_c[-1])
-                unknown = [r.id for r in what_rows if r.id not in sim_where]
-                for mid, vec in self._store.where_vectors(unknown).items():
-                    sim_where[mid] = float(vec @ c_q)
-            known = {r.id for r in what_rows}
-            extra = self._store.get([r.id for r in where_rows if r.id not in known],
-                                    vectors=True, where_vectors=False)
-            rows += extra
-            sims += [float(r.what @ e_q) for r in extra]  # type: ignore[operator]
+        sim_where = {r.id: float(x) for r, x in zip(where_rows, sim_c, strict=True)}
+        # a full where list bounds the where-similarity of the others by its last one, or by
+        # 0 for those without a where row (no context); a short one lists every where row.
+        # A memory stored without a context has no where row: 0, known from its metadata.
+        where_floor = max(0.0, float(sim_c[-1])) if len(where_rows) == n else 0.0
+        lacking = [i for i, r in enumerate(what_rows) if r.id not in sim_where
+                   and len(where_rows) == n and r.meta.get("sj_ctx")]
+        complete = sorted(set(range(len(what_rows))) - set(lacking))
+        known = self._scored([what_rows[i] for i in complete],
+                             [float(sim_what[i]) for i in complete], sim_where, weights,
+                             what_floor, where_floor)
+        kth = kth_of(known)
+        value_max = self._value_max_of(known.records)
+        in_what = {r.id for r in what_rows}
+        by_where = [r.id for r in where_rows if r.id not in in_what]
+        ub_what = [relevance_key(weights, np.array([sim_what[i]]), np.array([where_floor]),
+                                 np.array([self._record(what_rows[i]).value]), v0)[0]
+                   for i in lacking]
+        ub_where = [relevance_bound(weights, what_floor if what_floor is not None else 1.0,
+                                    sim_where[m], value_max, v0) for m in by_where]
+        fill = [lacking[j] for j, ub in enumerate(ub_what) if ub > kth]
+        fetch = [m for m, ub in zip(by_where, ub_where, strict=True) if ub > kth]
+        pruned = [ub for ub in ub_what + ub_where if ub <= kth]
+        vecs, extra = self._concurrently(
+            lambda: self._store.where_vectors([what_rows[i].id for i in fill]),
+            lambda: self._store.get(fetch, vectors=True, where_vectors=False))
+        for mid, vec in vecs.items():
+            sim_where[mid] = float(vec @ c_q)
+        rows = [what_rows[i] for i in complete + fill] + extra
+        sims = [float(sim_what[i]) for i in complete + fill] + \
+            [float(r.what @ e_q) for r in extra]  # type: ignore[operator]
+        logger.debug("server search, n=%d: %d complete, %d completed, %d bounded out", n,
+                     len(complete), len(fill) + len(extra), len(pruned))
+        out = self._scored(rows, sims, sim_where, weights, what_floor, where_floor)
+        out.bound = max([out.bound] + pruned)
+        return out
+
+    def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any]
+                      ) -> tuple[Any, Any]:
+        """``(first(), second())``, the second in a worker thread meanwhile (two independent
+        Chroma requests: the latency of the slower instead of the sum)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrubjay")
+        later = self._pool.submit(second)
+        try:
+            done = first()
+        finally:
+            got = later.result()
+        return done, got
+
+    def _value_max_of(self, records: Iterable[MemoryRecord]) -> float:
+        """The largest value a memory can be assumed to have (see ``_server_relevance``)."""
+        return max([self.config.decay.default_value, self._value_max]
+                   + [r.value for r in records])
+
+    def _scored(self, rows: list[StoredRow], sim_what: list[float],
+                sim_where: Mapping[str, float], weights: NDArray[np.float64],
+                what_floor: float | None, where_floor: float) -> _Scored:
+        """Candidates sorted by id, with the bound of the memories left out (none when the
+        what list was short: it then holds every memory)."""
         order = sorted(range(len(rows)), key=lambda i: rows[i].id)
         records = [self._record(rows[i]) for i in order]
-        value_max = max([self.config.decay.default_value, self._value_max]
-                        + [r.value for r in records])
         bound = -math.inf if what_floor is None else relevance_bound(
-            weights, what_floor, where_floor, value_max, self.config.decay.default_value)
+            weights, what_floor, where_floor, self._value_max_of(records),
+            self.config.decay.default_value)
         return _Scored(records=records,
-                       sim_what=np.array([sims[i] for i in order], dtype=np.float64),
+                       sim_what=np.array([sim_what[i] for i in order], dtype=np.float64),
                        sim_where=np.array([sim_where.get(r.id, 0.0) for r in records],
                                           dtype=np.float64),
                        edges={rows[i].id: str(rows[i].meta.get("sj_edges", "[]"))
