@@ -63,8 +63,9 @@ class Hit:
     compute ``graph`` and ``paper_score`` on first access instead: one fetch of the graph
     neighbours of all the search's hits together, from the store as it is then (a search
     itself makes no such fetch). The values are the same as those of an eager search; reading
-    them after the memory is closed raises :class:`~scrubjay.errors.ScrubJayError`. Every other
-    field is always set, and pickling or comparing a hit computes them first.
+    them after the memory is closed raises :class:`~scrubjay.errors.ScrubJayError` (until then
+    the hits refer to their memory). Every other field is always set, and pickling or comparing
+    a hit computes them first.
     """
 
     record: MemoryRecord
