@@ -359,8 +359,10 @@ class SearchConfig:
     """Candidate generation in front of exact scoring."""
 
     candidates: int = 256
-    """Candidates fetched from Chroma per search in server mode, per channel (what, where,
-    recent), before exact re-scoring (chosen)."""
+    """Candidates taken from Chroma per channel (what, where) before exact re-scoring: by an
+    embedded relevance search above ``scan_max``, by server searches with paper ranking and by
+    ``prepare`` on a server. A server relevance search starts from ``2 * k`` and widens up to
+    this many only when a memory left out could still enter the top k (chosen)."""
     graph_neighbors: bool = True
     """Pull the graph neighbours of candidates in as candidates too."""
     ranking: str = "relevance"

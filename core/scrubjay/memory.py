@@ -7,8 +7,10 @@ Maintain:  RCI on new information; consolidation at a session end.
 
 Embedded stores (``path=`` or no store at all) keep an in-memory mirror of the namespace and score
 every memory exactly. Client/server stores (``client=chromadb.HttpClient(...)``) let Chroma
-generate candidates (by what, by where, and their graph neighbours) and re-score those exactly,
-so a search never pulls the whole collection into the client.
+generate candidates and never pull the whole collection into the client: a relevance search
+ranks from Chroma's distances and metadata (no vectors) and defers the hits' graph bonus to
+their first access; paper ranking re-scores candidates (by what, by where) and their graph
+neighbours exactly.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -46,7 +49,7 @@ from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
-from .scoring import adaptive_weights
+from .scoring import adaptive_weights, relevance_bound, relevance_key
 from .store import ChromaStore, StoredRow, dumps_user_meta, loads_user_meta, user_filter_keys
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord
 
@@ -61,6 +64,30 @@ Timestamp = float | int | datetime
 MAX_FUTURE_SKEW_S = 300.0
 #: Longest future-oriented annotation kept (chosen).
 MAX_ANNOTATION_CHARS = 500
+#: A relevance search against a server first asks Chroma for this many candidates per hit
+#: wanted (chosen: with equal values the k nearest are already the exact top k; the margin
+#: covers values lowered by RCI; the exactness check below widens when it does not suffice).
+SERVER_FIRST_PER_K = 2
+#: Factor by which that search widens its candidates, up to ``SearchConfig.candidates``
+#: (chosen).
+SERVER_WIDEN = 4
+
+
+@dataclass(slots=True)
+class _Scored:
+    """Server candidates scored from Chroma's distances, sorted by id (no vectors)."""
+
+    records: list[MemoryRecord]
+    sim_what: NDArray[np.float64]
+    sim_where: NDArray[np.float64]
+    edges: dict[str, str]
+    """Each candidate's adjacency payload (``sj_edges``), for the deferred graph bonus."""
+    bound: float
+    """Upper bound of the relevance key of any memory not among them (-inf: none is left)."""
+
+    @property
+    def value(self) -> NDArray[np.float64]:
+        return np.array([r.value for r in self.records], dtype=np.float64)
 
 
 @dataclass(slots=True)
@@ -164,6 +191,9 @@ class ScrubJayMemory:
         self._graph = EpisodicGraph(config.graph)
         self._buffer: BufferState | None = None
         self._newest_t = -math.inf
+        # the largest value this process wrote (RCI can raise values above the default)
+        self._value_max = config.decay.default_value
+        self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
         self._closed = False
         try:
             self._open()
@@ -223,6 +253,8 @@ class ScrubJayMemory:
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
+                if self._pool is not None:
+                    self._pool.shutdown(wait=False)
 
     def __enter__(self) -> ScrubJayMemory:
         return self
@@ -590,6 +622,8 @@ class ScrubJayMemory:
                 if hits is not None:
                     return hits
             relevance = self.config.search.ranking == "relevance"
+            if relevance and not self._use_mirror:
+                return self._server_relevance(e_q, c_q, weights, k, t_q, exclude_stale)
             if self._use_mirror and self._mirror:
                 rows = self._mirror.view() if not relevance or self._scan(len(self._mirror)) \
                     else self._hnsw_candidates(e_q, c_q)
@@ -647,6 +681,147 @@ class ScrubJayMemory:
         ids.update(self._store.query("where", c_q, n)[0])
         return self._fetch_rows(sorted(ids))
 
+    def _server_relevance(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
+                          weights: NDArray[np.float64], k: int, t_q: float,
+                          exclude_stale: bool) -> list[Hit]:
+        """Relevance search against a Chroma server: the key needs only the similarities
+        (from Chroma's distances) and the value (metadata), so no vector is transferred.
+
+        It asks for ``SERVER_FIRST_PER_K * k`` candidates and widens them by ``SERVER_WIDEN``
+        (up to ``SearchConfig.candidates``) until the k-th key is at least the bound of every
+        memory left out: exact up to Chroma's HNSW approximation, provided no memory left out
+        has a value above the largest one seen (the default, the candidates' and those this
+        process wrote through RCI). The hits' graph bonus is deferred (see :class:`Hit`).
+        """
+        cap = max(self.config.search.candidates, k)
+        n = min(cap, SERVER_FIRST_PER_K * k)
+        while True:
+            cand = self._server_scored(
+                e_q, c_q, weights, n,
+                lambda c: self._server_top(c, weights, k, t_q, exclude_stale)[0])
+            kth, top, key, u, stale = self._server_top(cand, weights, k, t_q, exclude_stale)
+            if cand.bound <= kth or n >= cap:
+                break
+            n = min(cap, SERVER_WIDEN * n)
+        graph_of = _DeferredGraph(self, cand, [cand.records[i].id for i in top], e_q, c_q,
+                                  weights, t_q)
+        w = tuple(float(x) for x in weights)
+        return [Hit.deferred(graph_of=graph_of, record=cand.records[i], score=float(key[i]),
+                             utility=float(u[i]), stale=bool(stale[i]),
+                             what=float(cand.sim_what[i]), where=float(cand.sim_where[i]),
+                             when=float(u[i]), weights=w)  # type: ignore[arg-type]
+                for i in top]
+
+    def _server_top(self, cand: _Scored, weights: NDArray[np.float64], k: int, t_q: float,
+                    exclude_stale: bool) -> tuple[float, NDArray[np.intp], NDArray[np.float64],
+                                                  NDArray[np.float64], NDArray[np.bool_]]:
+        """(k-th key or -inf when fewer than k compete, the top k best first (ties by id),
+        every key, utility and stale flag) over ``cand``."""
+        value = cand.value
+        key = relevance_key(weights, cand.sim_what, cand.sim_where, value,
+                            self.config.decay.default_value)
+        u = utility(value, np.array([r.pi for r in cand.records], dtype=np.float64),
+                    np.array([r.tau_s for r in cand.records], dtype=np.float64),
+                    np.array([r.created_at_s for r in cand.records], dtype=np.float64), t_q)
+        stale = is_stale(u, value, self.config.decay.stale_ratio)
+        pool = np.flatnonzero(~stale) if exclude_stale else np.arange(len(key))
+        top = pool[np.lexsort((pool, -key[pool]))][:k]
+        kth = float(key[top[-1]]) if len(top) == k else -math.inf
+        return kth, top, key, u, stale
+
+    def _server_scored(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
+                       weights: NDArray[np.float64], n: int,
+                       kth_of: Callable[[_Scored], float]) -> _Scored:
+        """The top ``n`` by what (and by where, with a context) with both similarities exact.
+
+        Without a context: one query. With one: a query of each collection; a candidate found
+        by one only lacks the other similarity, which is then bounded by that list's last
+        one (threshold algorithm). Only candidates whose bound beats ``kth_of`` the complete
+        ones are completed from their vectors (a ``get`` of the where-vectors of what
+        candidates, of the rows of where candidates); the others count in ``bound``.
+        """
+        if not np.any(c_q):
+            what_rows, sim_what = self._store.query_scored("what", e_q, n, rows=True)
+            what_floor = float(sim_what[-1]) if len(what_rows) == n else None
+            return self._scored(what_rows, sim_what.tolist(), {}, weights, what_floor, 0.0)
+        v0 = self.config.decay.default_value
+        (what_rows, sim_what), (where_rows, sim_c) = self._concurrently(
+            lambda: self._store.query_scored("what", e_q, n, rows=True),
+            lambda: self._store.query_scored("where", c_q, n, rows=False))
+        what_floor = float(sim_what[-1]) if len(what_rows) == n else None
+        sim_where = {r.id: float(x) for r, x in zip(where_rows, sim_c, strict=True)}
+        # a full where list bounds the where-similarity of the others by its last one, or by
+        # 0 for those without a where row (no context); a short one lists every where row.
+        # A memory stored without a context has no where row: 0, known from its metadata.
+        where_floor = max(0.0, float(sim_c[-1])) if len(where_rows) == n else 0.0
+        lacking = [i for i, r in enumerate(what_rows) if r.id not in sim_where
+                   and len(where_rows) == n and r.meta.get("sj_ctx")]
+        complete = sorted(set(range(len(what_rows))) - set(lacking))
+        known = self._scored([what_rows[i] for i in complete],
+                             [float(sim_what[i]) for i in complete], sim_where, weights,
+                             what_floor, where_floor)
+        kth = kth_of(known)
+        value_max = self._value_max_of(known.records)
+        in_what = {r.id for r in what_rows}
+        by_where = [r.id for r in where_rows if r.id not in in_what]
+        ub_what = [relevance_key(weights, np.array([sim_what[i]]), np.array([where_floor]),
+                                 np.array([self._record(what_rows[i]).value]), v0)[0]
+                   for i in lacking]
+        ub_where = [relevance_bound(weights, what_floor if what_floor is not None else 1.0,
+                                    sim_where[m], value_max, v0) for m in by_where]
+        fill = [lacking[j] for j, ub in enumerate(ub_what) if ub > kth]
+        fetch = [m for m, ub in zip(by_where, ub_where, strict=True) if ub > kth]
+        pruned = [ub for ub in ub_what + ub_where if ub <= kth]
+        vecs, extra = self._concurrently(
+            lambda: self._store.where_vectors([what_rows[i].id for i in fill]),
+            lambda: self._store.get(fetch, vectors=True, where_vectors=False))
+        for mid, vec in vecs.items():
+            sim_where[mid] = float(vec @ c_q)
+        rows = [what_rows[i] for i in complete + fill] + extra
+        sims = [float(sim_what[i]) for i in complete + fill] + \
+            [float(r.what @ e_q) for r in extra]  # type: ignore[operator]
+        logger.debug("server search, n=%d: %d complete, %d completed, %d bounded out", n,
+                     len(complete), len(fill) + len(extra), len(pruned))
+        out = self._scored(rows, sims, sim_where, weights, what_floor, where_floor)
+        out.bound = max([out.bound] + pruned)
+        return out
+
+    def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any]
+                      ) -> tuple[Any, Any]:
+        """``(first(), second())``, the second in a worker thread meanwhile (two independent
+        Chroma requests: the latency of the slower instead of the sum)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrubjay")
+        later = self._pool.submit(second)
+        try:
+            done = first()
+        finally:
+            got = later.result()
+        return done, got
+
+    def _value_max_of(self, records: Iterable[MemoryRecord]) -> float:
+        """The largest value a memory can be assumed to have (see ``_server_relevance``)."""
+        return max([self.config.decay.default_value, self._value_max]
+                   + [r.value for r in records])
+
+    def _scored(self, rows: list[StoredRow], sim_what: list[float],
+                sim_where: Mapping[str, float], weights: NDArray[np.float64],
+                what_floor: float | None, where_floor: float) -> _Scored:
+        """Candidates sorted by id, with the bound of the memories left out (none when the
+        what list was short: it then holds every memory)."""
+        order = sorted(range(len(rows)), key=lambda i: rows[i].id)
+        records = [self._record(rows[i]) for i in order]
+        bound = -math.inf if what_floor is None else relevance_bound(
+            weights, what_floor, where_floor, self._value_max_of(records),
+            self.config.decay.default_value)
+        return _Scored(records=records,
+                       sim_what=np.array([sim_what[i] for i in order], dtype=np.float64),
+                       sim_where=np.array([sim_where.get(r.id, 0.0) for r in records],
+                                          dtype=np.float64),
+                       edges={rows[i].id: str(rows[i].meta.get("sj_edges", "[]"))
+                              for i in order},
+                       bound=bound)
+
     def _fetch_rows(self, ids: Sequence[str], *, where: bool = True) -> Rows:
         """Rows for ``ids`` from Chroma (``where=False``: zero where-vectors, for a query
         without context, where they multiply a zero vector)."""
@@ -676,13 +851,7 @@ class ScrubJayMemory:
     def _neighbours(self, mid: str) -> list[tuple[str, float]]:
         if self._use_mirror:
             return self._graph.neighbors(mid)
-        payload = self._graph_cache.get(mid)
-        if not payload:
-            return []
-        try:
-            return sorted((row[0], float(row[1])) for row in json.loads(payload))
-        except (ValueError, TypeError, IndexError):
-            return []
+        return _parse_edges(self._graph_cache.get(mid))
 
     def _partial_scores(self, rows: Rows, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                         weights: NDArray[np.float64], t_q: float) -> tuple[NDArray, ...]:
@@ -920,6 +1089,8 @@ class ScrubJayMemory:
         metas = [{"sj_value": r.value, "sj_pi": r.pi, "sj_tau": r.tau_s,
                   "sj_updated": r.updated_at_s} for r in new_records]
         self._store.update_meta([r.id for r in new_records], metas, what=upd.what)
+        if len(upd.value):
+            self._value_max = max(self._value_max, float(np.max(upd.value)))
         if self._use_mirror and self._mirror is not None:
             self._mirror.update(new_records, upd.what)
 
@@ -1101,3 +1272,70 @@ class ScrubJayMemory:
         where = self._store.path or ("in-memory" if self._embedded else "client")
         return (f"ScrubJayMemory(namespace={self.namespace!r}, store={where!r}, "
                 f"embedder={self._embedder.name!r}, llm={self._llm is not None})")
+
+
+class _DeferredGraph:
+    """The Eq. 8 graph bonus of one server search's hits, computed on first access.
+
+    ``Phi(m) = sum_j w_mj S'(j) U(j)`` over m's neighbours j; ``S'(j) U(j)`` comes from the
+    search's candidates when j is one of them, else from one fetch of the missing neighbours
+    (with their vectors) for all the hits together.
+    """
+
+    def __init__(self, mem: ScrubJayMemory, cand: _Scored, hit_ids: list[str],
+                 e_q: NDArray[np.float32], c_q: NDArray[np.float32],
+                 weights: NDArray[np.float64], t_q: float) -> None:
+        self._mem: ScrubJayMemory | None = mem
+        self._cand: _Scored | None = cand
+        self._hit_ids = hit_ids
+        self._query = (e_q, c_q, weights, t_q)
+        self._bonus: dict[str, float] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, mid: str) -> float:
+        with self._lock:
+            if self._bonus is None:
+                self._bonus = self._compute()
+                self._mem = self._cand = None  # nothing kept alive once computed
+            return self._bonus[mid]
+
+    def _compute(self) -> dict[str, float]:
+        mem, cand = self._mem, self._cand
+        assert mem is not None and cand is not None
+        with mem._lock:
+            mem._check_open()
+            return self._bonus_of(mem, cand)
+
+    def _bonus_of(self, mem: ScrubJayMemory, cand: _Scored) -> dict[str, float]:
+        e_q, c_q, weights, t_q = self._query
+        neigh = {mid: _parse_edges(cand.edges.get(mid)) for mid in self._hit_ids}
+        wanted = {j for lst in neigh.values() for j, _ in lst}
+        index = {r.id: i for i, r in enumerate(cand.records)}
+        at_hand = [j for j in wanted if j in index]
+        idx = np.array([index[j] for j in at_hand], dtype=np.intp)
+        rec = [cand.records[i] for i in idx]
+        u = utility(np.array([r.value for r in rec]), np.array([r.pi for r in rec]),
+                    np.array([r.tau_s for r in rec]), np.array([r.created_at_s for r in rec]),
+                    t_q)
+        a, b, g, _ = (float(x) for x in weights)
+        s_prime = a * cand.sim_what[idx] + b * cand.sim_where[idx] + g * u
+        su = dict(zip(at_hand, (s_prime * u).tolist(), strict=True))
+        missing = sorted(wanted - su.keys())
+        if missing:
+            extra = mem._fetch_rows(missing, where=bool(np.any(c_q)))
+            if len(extra):
+                _, _, u_x, s_x = mem._partial_scores(extra, e_q, c_q, weights, t_q)
+                su.update(zip(extra.ids, (s_x * u_x).tolist(), strict=True))
+        return {mid: float(sum(w * su.get(j, 0.0) for j, w in neigh[mid]))
+                for mid in self._hit_ids}
+
+
+def _parse_edges(payload: str | None) -> list[tuple[str, float]]:
+    """A stored adjacency payload (``sj_edges``: JSON ``[[id, weight], ...]``), sorted by id;
+    empty when absent or unreadable."""
+    if not payload:
+        return []
+    try:
+        return sorted((row[0], float(row[1])) for row in json.loads(payload))
+    except (ValueError, TypeError, IndexError):
+        return []

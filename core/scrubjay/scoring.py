@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from .config import WeightConfig
 
-__all__ = ["keyword_biases", "adaptive_weights", "combine"]
+__all__ = ["adaptive_weights", "combine", "keyword_biases", "relevance_bound", "relevance_key"]
 
 _COMPONENTS = ("what", "where", "when", "graph")
 _WORD_RE = re.compile(r"[a-z0-9']+")
@@ -77,3 +77,35 @@ def combine(weights: NDArray[np.float64], what: NDArray[np.floating],
     a, b, g, d = (float(w) for w in weights)
     return (a * np.asarray(what, np.float64) + b * np.asarray(where, np.float64)
             + g * np.asarray(when, np.float64) + d * np.asarray(graph, np.float64))
+
+
+def relevance_key(weights: NDArray[np.float64], what: NDArray[np.floating],
+                  where: NDArray[np.floating], value: NDArray[np.floating],
+                  default_value: float) -> NDArray[np.float64]:
+    """The default ranking key ``(a*what + b*where) / (a + b) * value / default_value``.
+
+    >>> relevance_key(np.array([0.4, 0.2, 0.2, 0.2]), np.array([0.9]), np.array([0.5]),
+    ...               np.array([0.5]), 1.0)   # (0.36 + 0.1) / 0.6 * 0.5
+    array([0.38333333])
+    """
+    a, b = float(weights[0]), float(weights[1])
+    rel = a * np.asarray(what, np.float64) + b * np.asarray(where, np.float64)
+    return rel / (a + b) * np.asarray(value, np.float64) / default_value
+
+
+def relevance_bound(weights: NDArray[np.float64], what_max: float, where_max: float,
+                    value_max: float, default_value: float) -> float:
+    """An upper bound of :func:`relevance_key` over memories whose what-similarity is at most
+    ``what_max``, where-similarity at most ``where_max`` and value (>= 0) at most ``value_max``.
+
+    A negative relevance times a value >= 0 is at most 0, hence the clamp. Here
+    ``(0.4 * 0.6 + 0) / 0.6 * 2 / 1 = 0.8``:
+
+    >>> round(relevance_bound(np.array([0.4, 0.2, 0.2, 0.2]), 0.6, 0.0, 2.0, 1.0), 12)
+    0.8
+    >>> relevance_bound(np.array([0.4, 0.2, 0.2, 0.2]), -0.3, 0.0, 2.0, 1.0)  # clamped
+    0.0
+    """
+    a, b = float(weights[0]), float(weights[1])
+    rel = max(0.0, (a * what_max + b * where_max) / (a + b))
+    return rel * value_max / default_value

@@ -311,6 +311,18 @@ class ChromaStore:
         rows = {row.id: row for row in _rows(got, where_vecs, vectors)}
         return [rows[i] for i in ids if i in rows]
 
+    def where_vectors(self, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
+        """The where-vectors of those ``ids`` that have one (a memory without a context has
+        no where row)."""
+        if not ids:
+            return {}
+        try:
+            got = _retry(self.where.get, ids=list(ids), include=["embeddings"])
+        except Exception as exc:
+            raise _wrap(f"read {len(ids)} where-vectors", exc) from exc
+        return {rid: np.asarray(got["embeddings"][i], dtype=np.float32)
+                for i, rid in enumerate(got["ids"])}
+
     def iter_all(self, *, vectors: bool = True) -> Iterator[StoredRow]:
         """Every memory, paged (used to build the in-memory mirror and by ``inspect``)."""
         include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
@@ -365,6 +377,32 @@ class ChromaStore:
         except Exception as exc:
             raise _wrap("query the what collection", exc) from exc
         return list(_rows(flat, where_vecs, True))
+
+    def query_scored(self, which: str, vector: NDArray[np.float32], n: int, *,
+                     rows: bool) -> tuple[list[StoredRow], NDArray[np.float64]]:
+        """The top-``n`` memories of the ``what`` or ``where`` collection with their cosine
+        similarities (best first), in one query that transfers no vectors.
+
+        ``rows=True`` brings each memory's text and metadata too (``what`` only); otherwise the
+        rows carry their id alone. Fewer than ``n`` come back when the collection is smaller.
+        """
+        col = self.what if which == "what" else self.where
+        if n <= 0:
+            return [], np.zeros(0)
+        include = ["distances"] + (["metadatas", "documents"] if rows else [])
+        try:
+            got = _query(col, query_embeddings=[vector.astype(np.float32)], n_results=n,
+                         include=include)
+        except Exception as exc:
+            raise _wrap(f"query the {which} collection", exc) from exc
+        ids = list(got["ids"][0])
+        if rows:
+            docs, metas = got["documents"][0], got["metadatas"][0]
+            out = [StoredRow(id=rid, text=docs[i] or "", meta=dict(metas[i] or {}))
+                   for i, rid in enumerate(ids)]
+        else:
+            out = [StoredRow(id=rid, text="", meta={}) for rid in ids]
+        return out, distance_to_similarity(got["distances"][0])
 
     def query_ids(self, which: str, vector: NDArray[np.float32], n: int) -> list[str]:
         """Top-``n`` ids by cosine similarity (no distances: the cheapest Chroma query)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -75,6 +75,14 @@ class Hit:
     ``paper_score == weights[0]*what + weights[1]*where + weights[2]*when + weights[3]*graph``.
     ``score`` is what the ranking sorted by: ``paper_score`` with ``ranking="paper"``; with the
     default ``ranking="relevance"``, ``(a*what + b*where) / (a + b) * value / default_value``.
+
+    A relevance search against a Chroma server does not need the graph to rank, so its hits
+    compute ``graph`` and ``paper_score`` on first access instead: one fetch of the graph
+    neighbours of all the search's hits together, from the store as it is then (a search
+    itself makes no such fetch). The values are the same as those of an eager search; reading
+    them after the memory is closed raises :class:`~scrubjay.errors.ScrubJayError` (until then
+    the hits refer to their memory). Every other field is always set, and pickling or comparing
+    a hit computes them first.
     """
 
     record: MemoryRecord
@@ -97,6 +105,39 @@ class Hit:
     """The query-adaptive weights (a_q, b_q, g_q, d_q) of Eq. 6; they sum to 1."""
     from_buffer: bool = False
     """True when served from the prospective buffer without a full search."""
+    _graph_of: Callable[[str], float] | None = field(default=None, init=False, repr=False,
+                                                      compare=False)
+    """For a deferred hit: memory id -> graph bonus, called once on first access."""
+
+    @classmethod
+    def deferred(cls, *, graph_of: Callable[[str], float], record: MemoryRecord,
+                 score: float, utility: float, stale: bool, what: float, where: float,
+                 when: float, weights: tuple[float, float, float, float],
+                 from_buffer: bool = False) -> Hit:
+        """A hit whose ``graph`` (``graph_of(id)``) and ``paper_score`` are computed on first
+        access (see the class docstring)."""
+        hit = object.__new__(cls)
+        for name, value in (("record", record), ("score", score), ("utility", utility),
+                            ("stale", stale), ("what", what), ("where", where), ("when", when),
+                            ("weights", weights), ("from_buffer", from_buffer),
+                            ("_graph_of", graph_of)):
+            object.__setattr__(hit, name, value)
+        return hit
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for an unset slot: ``graph`` and ``paper_score`` of a deferred hit.
+        if name not in ("graph", "paper_score"):
+            raise AttributeError(name)
+        graph_of = object.__getattribute__(self, "_graph_of")
+        if graph_of is None:
+            raise AttributeError(name)
+        g = float(graph_of(self.record.id))
+        a, b, c, d = self.weights
+        object.__setattr__(self, "graph", g)
+        object.__setattr__(self, "paper_score",
+                           float(a * self.what + b * self.where + c * self.when + d * g))
+        object.__setattr__(self, "_graph_of", None)
+        return object.__getattribute__(self, name)
 
     @property
     def id(self) -> str:

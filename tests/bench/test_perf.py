@@ -26,6 +26,7 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
             r = row[mode]
             assert r["sj"]["p50_ms"] > 0 and r["chroma"]["p50_ms"] > 0
         assert 0.0 <= row["embedded"]["recall_at_k"] <= 1.0
+        assert 0.0 <= row["server"]["recall_at_k"] <= 1.0   # against a mirror-backed scan
     assert res["rci"]["llm_calls_per_event"] == [1] * len(res["rci"]["events"])
     for ev in res["rci"]["events"]:
         assert ev["affected"] == ev["target_affected"]

@@ -8,11 +8,16 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from scrubjay.config import ClassifierConfig, DecayConfig, WeightConfig
 from scrubjay.decay import is_stale, stale_age_s, utility, utility_scalar
 from scrubjay.perishability import keyword_classify
-from scrubjay.scoring import adaptive_weights, combine, keyword_biases
+from scrubjay.scoring import (
+    adaptive_weights,
+    combine,
+    keyword_biases,
+    relevance_bound,
+    relevance_key,
+)
 
 HOUR = 3600.0
 DAY = 86_400.0
@@ -97,3 +102,27 @@ def test_combine() -> None:
     s = combine(np.array([0.4, 0.3, 0.2, 0.1]), np.array([1.0]), np.array([0.5]),
                 np.array([0.25]), np.array([2.0]))
     assert s[0] == pytest.approx(0.4 + 0.15 + 0.05 + 0.2)
+
+
+def test_relevance_key_hand_computed() -> None:
+    w = np.array([0.4, 0.2, 0.2, 0.2])
+    # (0.4 * 0.9 + 0.2 * 0.5) / 0.6 * 0.5 / 1.0 = 0.46 / 0.6 * 0.5
+    assert relevance_key(w, np.array([0.9]), np.array([0.5]), np.array([0.5]), 1.0)[0] == \
+        pytest.approx(0.46 / 0.6 * 0.5)
+
+
+sims = st.floats(-1.0, 1.0)
+
+
+@given(st.lists(st.floats(0.01, 1.0), min_size=4, max_size=4), sims, sims, values,
+       st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_relevance_bound_dominates_every_key_within_its_limits(
+        w: list[float], what_max: float, where_max: float, value_max: float,
+        f_what: float, f_where: float, f_value: float) -> None:
+    # any memory with what <= what_max, where <= where_max and 0 <= value <= value_max
+    weights = np.asarray(w) / sum(w)
+    what = what_max - f_what * (what_max + 1.0)
+    where = where_max - f_where * (where_max + 1.0)
+    key = relevance_key(weights, np.array([what]), np.array([where]),
+                        np.array([f_value * value_max]), 1.0)[0]
+    assert key <= relevance_bound(weights, what_max, where_max, value_max, 1.0) + 1e-12

@@ -10,7 +10,8 @@ Sections (each a key of the JSON):
 * ``search``: p50/p95 of ``ScrubJayMemory.search`` at each N against a raw Chroma top-k query on
   the same collection, a numpy brute-force scan, LangChain's ``TimeWeightedVectorStoreRetriever``
   and LlamaIndex's ``TimeWeightedPostprocessor``; the recall@k of the fast path against the
-  exact scan over all memories; embedded and/or server mode.
+  exact scan over all memories (for the server, a mirror-backed memory on the same server);
+  embedded and/or server mode.
 * ``ingest``: memories/s of ``add_many`` (synthetic vectors and the bundled embedder) against
   embedding plus a raw Chroma add of the same records.
 * ``rci``: ``integrate`` latency against the number of affected memories, LLM calls per event,
@@ -252,8 +253,14 @@ def _llamaindex_latency(corpus: Corpus, n: int, queries: list[str], k: int) -> l
     return _timed(once, len(queries))
 
 
-def _search_one(mem: Any, corpus: Corpus, queries: list[str], k: int) -> dict[str, Any]:
-    """sj search vs raw Chroma on the same collection; recall of the fast path vs exact."""
+def _search_one(mem: Any, corpus: Corpus, queries: list[str], k: int,
+                exact: Any = None) -> dict[str, Any]:
+    """sj search vs raw Chroma on the same collection; recall of the fast path vs exact.
+
+    The exact reference is the scan over every memory (``scan_max=None``): the same memory
+    with that config when it has a mirror (embedded), else ``exact``, a mirror-backed memory
+    on the same client (server).
+    """
     it = iter(queries * 2)
     sj = _timed(lambda: mem.search(next(it), k=k), len(queries))
     col = mem._store.what  # the same collection ScrubJay queries
@@ -262,20 +269,31 @@ def _search_one(mem: Any, corpus: Corpus, queries: list[str], k: int) -> dict[st
                                       include=["distances", "metadatas", "documents"]),
                     len(queries))
     recall = None
-    if mem._mirror is not None:
-        fast_cfg = mem.config
-        exact_cfg = replace(fast_cfg, search=replace(fast_cfg.search, scan_max=None))
-        found = 0
-        for q in queries:
-            fast = {h.id for h in mem.search(q, k=k)}
-            mem.config = exact_cfg
-            try:
-                exact = {h.id for h in mem.search(q, k=k)}
-            finally:
-                mem.config = fast_cfg
-            found += len(fast & exact)
+    if mem._mirror is not None or exact is not None:
+        found = sum(len({h.id for h in mem.search(q, k=k)} & _exact_ids(exact or mem, q, k))
+                    for q in queries)
         recall = found / (k * len(queries))
     return {"sj": _pct(sj), "chroma": _pct(chroma), "recall_at_k": recall}
+
+
+def _exact_ids(mem: Any, query: str, k: int) -> set[str]:
+    """Ids of the exact scan over every memory of a mirror-backed ``mem``."""
+    fast_cfg = mem.config
+    mem.config = replace(fast_cfg, search=replace(fast_cfg.search, scan_max=None))
+    try:
+        return {h.id for h in mem.search(query, k=k)}
+    finally:
+        mem.config = fast_cfg
+
+
+def _exact_reference(corpus: Corpus, client: Any) -> Any:
+    """A memory on ``client`` with a mirror that scans every memory (the recall reference)."""
+    from scrubjay import ScrubJayConfig
+    from scrubjay.config import LLMConfig, SearchConfig
+
+    return _memory(None, corpus, client=client,
+                   config=ScrubJayConfig(llm=LLMConfig(annotate=False),
+                                         search=SearchConfig(mirror=True, scan_max=None)))
 
 
 def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *, k: int,
@@ -309,7 +327,9 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
                 _copy_to(src._store, client)
                 src.close()
                 remote = _memory(None, corpus, client=client)
-                row["server"] = _search_one(remote, corpus, qs, k)
+                exact = _exact_reference(corpus, client)
+                row["server"] = _search_one(remote, corpus, qs, k, exact=exact)
+                exact.close()
                 remote.close()
             shutil.rmtree(server_dir, ignore_errors=True)
         _tick(bar, f"baselines n={n}")

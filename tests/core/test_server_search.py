@@ -1,0 +1,166 @@
+"""Relevance search against a real `chroma run` server: no vectors, no neighbour fetch, and the
+same hits as the exact scan of a mirror-backed memory on the same server."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from scrubjay import ScrubJayConfig, ScrubJayError, ScrubJayMemory, SearchConfig
+from scrubjay.embedding import CallableEmbedder
+from scrubjay.testing import FrozenClock
+
+DIM = 32
+N = 300
+K_VALUES = (1, 5, 10)
+
+
+class Lookup:
+    """Clustered random unit vectors by text (no ties, unlike a bag-of-words hash)."""
+
+    def __init__(self, seed: int = 3) -> None:
+        rng = np.random.default_rng(seed)
+        centres = rng.standard_normal((12, DIM))
+        self.lut: dict[str, np.ndarray] = {"": np.zeros(DIM, np.float32)}
+        for i in range(N):
+            self.lut[f"m{i}"] = self._unit(centres[i % 12] + 0.4 * rng.standard_normal(DIM))
+        for j in range(6):
+            self.lut[f"ctx {j}"] = self._unit(rng.standard_normal(DIM))
+        for i in range(N):  # a context of its own, near a shared one
+            self.lut[f"ctx {i % 6} #{i}"] = self._unit(self.lut[f"ctx {i % 6}"]
+                                                       + 0.3 * rng.standard_normal(DIM))
+        for q in range(8):
+            self.lut[f"q{q}"] = self._unit(centres[q] + 0.4 * rng.standard_normal(DIM))
+
+    @staticmethod
+    def _unit(v: np.ndarray) -> np.ndarray:
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.lut[t] for t in texts])
+
+
+QUERIES = [(f"q{q}", "" if q % 2 else f"ctx {q % 6}") for q in range(8)]
+
+
+@pytest.fixture
+def stores(chroma_server, request) -> Iterator[tuple[ScrubJayMemory, Any, Any]]:
+    """A server memory of N memories (a third without context), and a factory of
+    mirror-backed exact references (scan of every memory) on the same namespace."""
+    import chromadb
+
+    client = chromadb.HttpClient(host=chroma_server[0], port=chroma_server[1])
+    lookup = Lookup()
+    clock = FrozenClock(1_764_000_000.0)
+    ns = f"srv-{request.node.name[:40]}".replace("[", "-").replace("]", "")
+
+    def make(**search: Any) -> ScrubJayMemory:
+        return ScrubJayMemory(client=client, namespace=ns, clock=clock,
+                              embedder=CallableEmbedder(lookup, name="callable:lookup"),
+                              config=ScrubJayConfig(search=SearchConfig(**search)))
+
+    mem = make()
+    mem.forget_namespace()
+    t0 = clock()
+    contexts = ["", "ctx {j}", "ctx {j} #{i}"]  # none, shared (ties on where), its own
+    mem.add_many([{"text": f"m{i}", "context": contexts[i % 3].format(i=i, j=i % 6),
+                   "at": t0 - (N - i) * 7_200.0, "id": f"m{i:03d}"} for i in range(N)])
+    made = [mem]
+
+    def exact() -> ScrubJayMemory:
+        ref = make(mirror=True, scan_max=None)
+        made.append(ref)
+        return ref
+
+    yield mem, exact, client
+    mem.forget_namespace()
+    for m in made:
+        m.close()
+
+
+def _spy(obj: Any, name: str, note: Any) -> None:
+    """Wrap ``obj.name`` so that ``note(*args, **kwargs)`` sees every call first."""
+    real = getattr(obj, name)
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        note(*args, **kwargs)
+        return real(*args, **kwargs)
+    setattr(obj, name, wrapper)
+
+
+def _same_hits(got: list, want: list) -> None:
+    assert [h.id for h in got] == [h.id for h in want]
+    for g, w in zip(got, want, strict=True):
+        for name in ("score", "utility", "what", "where", "when", "graph", "paper_score"):
+            assert getattr(g, name) == pytest.approx(getattr(w, name), abs=1e-5), name
+        assert (g.stale, g.weights) == (w.stale, w.weights)
+        assert g.paper_score == pytest.approx(
+            sum(x * y for x, y in zip(g.weights, (g.what, g.where, g.when, g.graph),
+                                      strict=True)), abs=1e-9)
+
+
+def test_server_hits_equal_the_exact_scan(stores) -> None:
+    mem, exact, _ = stores
+    ref = exact()
+    for query, ctx in QUERIES:
+        for k in K_VALUES:
+            _same_hits(mem.search(query, context=ctx, k=k), ref.search(query, context=ctx, k=k))
+            _same_hits(mem.search(query, context=ctx, k=k, exclude_stale=True),
+                       ref.search(query, context=ctx, k=k, exclude_stale=True))
+
+
+def test_lowered_values_widen_the_candidates_until_exact(stores) -> None:
+    mem, exact, _ = stores
+    query = "q0"
+    nearest = [h.id for h in mem.search(query, k=40)]
+    # the 30 nearest lose most of their value (as RCI would do): the top 5 by the key now lie
+    # beyond the first 2k candidates by similarity
+    mem._store.update_meta(nearest[:30], [{"sj_value": 0.05}] * 30)
+    ref = exact()
+    asked: list[int] = []
+    _spy(mem._store, "query_scored", lambda which, v, n, **kw: asked.append(n))
+    hits = mem.search(query, k=5)
+    assert len(asked) > 1 and asked[0] == 10 and asked == sorted(asked)
+    _same_hits(hits, ref.search(query, k=5))
+    assert not set(nearest[:30]) & {h.id for h in hits}
+
+
+def test_a_server_search_transfers_no_vector_and_fetches_no_neighbour(stores) -> None:
+    mem, exact, _ = stores
+    calls: list[str] = []
+    store = mem._store
+    for name in ("get", "where_vectors", "query_rows", "query", "query_many", "iter_all"):
+        _spy(store, name, lambda *a, name=name, **kw: calls.append(name))
+    scored: list[str] = []
+    _spy(store, "query_scored", lambda which, *a, **kw: scored.append(which))
+    hits = mem.search("q1", k=10)
+    assert scored == ["what"] and calls == []  # one query, distances and metadata only
+    graphs = [h.graph for h in hits]              # first access: one batched fetch at most
+    assert calls in ([], ["get"])
+    assert [h.graph for h in hits] == graphs and len(calls) <= 1   # computed once
+    assert any(g != 0.0 for g in graphs)
+    scored.clear()
+    calls.clear()
+    mem.search("q0", context="ctx 0", k=10)
+    rounds = len(scored) // 2              # a query of each collection per round (at once),
+    assert rounds >= 1 and sorted(scored) == ["what"] * rounds + ["where"] * rounds
+    assert set(calls) <= {"get", "where_vectors"} and len(calls) <= 2 * rounds
+    _same_hits(mem.search("q1", k=10), exact().search("q1", k=10))
+
+
+def test_deferred_hits_pickle_compare_and_refuse_a_closed_memory(stores) -> None:
+    mem, _, client = stores
+    hit = mem.search("q3", k=3)[0]
+    copy = pickle.loads(pickle.dumps(hit))            # computes graph and paper_score first
+    assert copy == hit and copy.graph == hit.graph and copy.paper_score == hit.paper_score
+    assert replace(hit, score=0.0).graph == hit.graph
+    other = ScrubJayMemory(client=client, namespace=mem.namespace, clock=mem._clock,
+                           embedder=mem.embedder)
+    late = other.search("q3", k=3)
+    other.close()
+    with pytest.raises(ScrubJayError):
+        late[0].graph  # noqa: B018 - the access is the test
