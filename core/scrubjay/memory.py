@@ -47,7 +47,14 @@ from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
 from .scoring import adaptive_weights
-from .store import ChromaStore, StoredRow, dumps_user_meta, loads_user_meta, user_filter_keys
+from .store import (
+    INDEX_DRIFT_MAX_RAD,
+    ChromaStore,
+    StoredRow,
+    dumps_user_meta,
+    loads_user_meta,
+    user_filter_keys,
+)
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord
 
 __all__ = ["ScrubJayMemory"]
@@ -198,7 +205,8 @@ class ScrubJayMemory:
                     self._mirror.append(
                         records, np.stack([r.what for r in rows]).astype(np.float32),
                         np.stack([r.where if r.where is not None else zero
-                                  for r in rows]).astype(np.float32))
+                                  for r in rows]).astype(np.float32),
+                        drift=[r.drift_rad for r in rows])
                 for r in rows:
                     self._graph.loads(r.id, r.meta.get("sj_edges"))
                 self._graph.prune_unknown({r.id for r in rows})
@@ -853,11 +861,12 @@ class ScrubJayMemory:
             self._check_open()
             t_n = self._time(at, owner)
             w_n = self._embed([new_info])[0]
-            idx_ids, alpha = self._affected(w_n)
+            rows, alpha, drift = self._affected(w_n)
+            idx_ids = rows.ids
             deltas, used_llm, calls, reason = self._deltas(new_info, context) if idx_ids else (
                 Deltas(summary="no related memory"), False, 0, None)
             if idx_ids:
-                self._apply_rci(idx_ids, alpha, w_n, deltas, t_n)
+                self._apply_rci(rows, alpha, drift, w_n, deltas, t_n)
             stored = None
             if store:
                 stored = self.add(new_info, context=context, at=t_n)
@@ -866,28 +875,35 @@ class ScrubJayMemory:
                 deltas=deltas, used_llm=used_llm, llm_calls=calls, stored=stored,
                 fallback_reason=reason)
 
-    def _affected(self, w_n: NDArray[np.float32]) -> tuple[list[str], NDArray[np.float64]]:
+    def _affected(self, w_n: NDArray[np.float32]) -> tuple[
+            Rows, NDArray[np.float64], NDArray[np.float64]]:
+        """The memories RCI updates for ``w_n``, strongest first: their rows, their ``alpha``
+        and the drift bounds of their indexed what-vectors (see :mod:`scrubjay.store`)."""
         theta = self.config.rci.theta
         cap = self.config.rci.max_affected
         if self._use_mirror:
             if self._mirror is None or len(self._mirror) == 0:
-                return [], np.zeros(0)
+                return self._rows_of([]), np.zeros(0), np.zeros(0)
             view = self._mirror.view()
             idx, alpha = affinities(view.what, w_n, theta)
             idx, alpha = idx[:cap], alpha[:cap]
-            return [view.records[i].id for i in idx], alpha
+            return view.take(idx), alpha, self._mirror.drift[idx]
+        # Server mode: Chroma's index holds vectors up to INDEX_DRIFT_MAX_RAD from the exact
+        # ones, so candidates come from a threshold lowered by that much, then exact affinities.
+        low = theta - INDEX_DRIFT_MAX_RAD
         n = 64
         total = len(self)
         while True:
             ids, sims = self._store.query("what", w_n, min(n, cap))
-            if len(ids) < min(n, cap) or (len(sims) and sims[-1] <= theta) or n >= min(total,
-                                                                                        cap):
+            if len(ids) < min(n, cap) or (len(sims) and sims[-1] <= low) or n >= min(total, cap):
                 break
             n *= 4
-        keep = [i for i, s in enumerate(sims) if s > theta]
-        alpha = np.minimum(1.0, (sims[keep] - theta) / (1.0 - theta))
-        order = np.argsort(-alpha, kind="stable")
-        return [ids[keep[i]] for i in order], alpha[order]
+        stored = self._store.get([m for m, s in zip(ids, sims, strict=True) if s > low],
+                                 vectors=True, where_vectors=False)
+        rows = self._rows_of(stored)
+        idx, alpha = affinities(rows.what, w_n, theta)
+        drift = np.array([stored[i].drift_rad for i in idx], dtype=np.float64)
+        return rows.take(idx), alpha, drift
 
     def _deltas(self, new_info: str, context: str) -> tuple[Deltas, bool, int, str | None]:
         if self._llm is None:
@@ -899,29 +915,28 @@ class ScrubJayMemory:
             self._llm.note_parse_failure(err)
             return fallback_deltas(new_info, self.config.rci), False, 1, str(err)
 
-    def _apply_rci(self, ids: list[str], alpha: NDArray[np.float64], w_n: NDArray[np.float32],
-                   deltas: Deltas, t_n: float) -> None:
+    def _apply_rci(self, rows: Rows, alpha: NDArray[np.float64],
+                   drift: NDArray[np.float64], w_n: NDArray[np.float32], deltas: Deltas,
+                   t_n: float) -> None:
+        """Update the affected ``rows`` (paper Eq. 9-12) and persist them in one pass."""
         cfg = self.config
-        if self._use_mirror and self._mirror is not None:
-            rows = self._mirror.view().take([self._mirror.row_of[i] for i in ids])
-        else:
-            rows = self._fetch_rows(ids)
-            order = {r.id: i for i, r in enumerate(rows.records)}
-            keep = [i for i, mid in enumerate(ids) if mid in order]
-            rows = rows.take([order[ids[i]] for i in keep])
-            alpha = alpha[keep]
         upd = apply_updates(rows.value, rows.pi, rows.tau, rows.what, w_n, alpha, deltas,
                             cfg.rci, pi_min=cfg.classifier.pi_min,
                             tau_min_s=cfg.classifier.tau_min_s,
                             tau_max_s=cfg.classifier.tau_max_s)
-        new_records = [replace(r, value=float(upd.value[i]), pi=float(upd.pi[i]),
-                               tau_s=float(upd.tau_s[i]), updated_at_s=float(t_n))
+        # the angle each unit vector moved (2 asin(chord / 2), exact 0 for an unmoved one) adds
+        # to the drift bound of its index embedding (triangle inequality on the sphere)
+        chord = np.linalg.norm(upd.what.astype(np.float64) - rows.what.astype(np.float64),
+                               axis=1)
+        drift = drift + 2.0 * np.arcsin(np.minimum(1.0, chord / 2.0))
+        t = float(t_n)
+        values, pis, taus = upd.value.tolist(), upd.pi.tolist(), upd.tau_s.tolist()
+        new_records = [replace(r, value=values[i], pi=pis[i], tau_s=taus[i], updated_at_s=t)
                        for i, r in enumerate(rows.records)]
-        metas = [{"sj_value": r.value, "sj_pi": r.pi, "sj_tau": r.tau_s,
-                  "sj_updated": r.updated_at_s} for r in new_records]
-        self._store.update_meta([r.id for r in new_records], metas, what=upd.what)
+        recorded = self._store.update_rci(rows.ids, upd.value, upd.pi, upd.tau_s, t, upd.what,
+                                          drift)
         if self._use_mirror and self._mirror is not None:
-            self._mirror.update(new_records, upd.what)
+            self._mirror.update(new_records, upd.what, recorded)
 
     # ------------------------------------------------------------------ maintain: consolidation
     def consolidate(self, at: Timestamp | None = None) -> list[str]:
