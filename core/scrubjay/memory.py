@@ -29,7 +29,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._validation import check_k, check_metadata, check_namespace, check_text, to_epoch_s
-from .buffer import BufferState, select_buffer, task_probability
+from .buffer import BufferBlock, BufferState, block_bonus, gather_block, select_buffer, \
+    task_probability
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
@@ -170,6 +171,8 @@ class ScrubJayMemory:
         self._mirror: Mirror | None = None
         self._graph = EpisodicGraph(config.graph)
         self._buffer: BufferState | None = None
+        # (buffer, mirror, mirror version) the block was gathered for, and the block
+        self._block: tuple[BufferState, Mirror, int, BufferBlock] | None = None
         self._newest_t = -math.inf
         self._closed = False
         try:
@@ -695,7 +698,8 @@ class ScrubJayMemory:
     def _partial_scores(self, rows: Rows, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                         weights: NDArray[np.float64], t_q: float) -> tuple[NDArray, ...]:
         sim_what = rows.what @ e_q
-        sim_where = rows.where @ c_q
+        # an empty context embeds to zero: its column is zero, without multiplying N rows
+        sim_where = rows.where @ c_q if c_q.any() else np.zeros(len(rows), np.float32)
         u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
         a, b, g, _ = weights
         s_prime = a * sim_what + b * sim_where + g * u
@@ -761,14 +765,24 @@ class ScrubJayMemory:
             m = min(n, 4 * m)
         final = s_prime[top] + d * bonus[top]
         best = top[np.lexsort((top, -final))][:k]
-        stale = is_stale(u, rows.value, self.config.decay.stale_ratio)
+        return self._hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+                          from_buffer=from_buffer)
+
+    def _hits(self, rows: Rows, best: NDArray[np.intp], s_prime: NDArray[np.float64],
+              bonus: NDArray[np.float64], u: NDArray[np.float64], sim_what: NDArray[np.float64],
+              sim_where: NDArray[np.float64], weights: NDArray[np.float64], *,
+              from_buffer: bool) -> list[Hit]:
+        """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts."""
+        score = (s_prime[best] + float(weights[3]) * bonus[best]).tolist()
+        u_best = u[best]
+        stale = is_stale(u_best, rows.value[best], self.config.decay.stale_ratio).tolist()
         w = tuple(float(x) for x in weights)
-        return [Hit(record=rows.records[i], score=float(s_prime[i] + d * bonus[i]),
-                    paper_score=float(s_prime[i] + d * bonus[i]),
-                    utility=float(u[i]), stale=bool(stale[i]), what=float(sim_what[i]),
-                    where=float(sim_where[i]), when=float(u[i]), graph=float(bonus[i]),
-                    weights=w, from_buffer=from_buffer)  # type: ignore[arg-type]
-                for i in best]
+        return [Hit(record=rows.records[i], score=sc, paper_score=sc, utility=ut, stale=st,
+                    what=wh, where=wr, when=ut, graph=gr, weights=w,  # type: ignore[arg-type]
+                    from_buffer=from_buffer)
+                for i, sc, ut, st, wh, wr, gr in zip(
+                    best.tolist(), score, u_best.tolist(), stale, sim_what[best].tolist(),
+                    sim_where[best].tolist(), bonus[best].tolist(), strict=True)]
 
     # ------------------------------------------------------------------ prospective buffer
     def prepare(self, task: str, context: str = "", at: Timestamp | None = None,
@@ -805,6 +819,7 @@ class ScrubJayMemory:
             ids_out = tuple(rows.records[i].id for i in chosen)
             self._set_buffer(BufferState(task=task, context=context, prepared_at_s=t0,
                                          ids=ids_out))
+            self._buffer_block()  # gathered now, so that the first buffered search is fast
             return list(ids_out)
 
     def clear_buffer(self) -> None:
@@ -825,23 +840,55 @@ class ScrubJayMemory:
              "ids": list(state.ids)})
         self._store.set_state(sj_buffer=payload)
 
+    def _buffer_block(self) -> BufferBlock | None:
+        """The buffer's rows and their neighbours (embedded stores), gathered again only after
+        the buffer or the mirror changed."""
+        if self._buffer is None or not self._use_mirror or self._mirror is None:
+            return None
+        cached = self._block
+        if (cached is not None and cached[0] is self._buffer and cached[1] is self._mirror
+                and cached[2] == self._mirror.version):
+            return cached[3]
+        block = gather_block(self._buffer.ids, self._mirror, self._graph)
+        self._block = (self._buffer, self._mirror, self._mirror.version, block)
+        return block
+
     def _search_buffer(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                        weights: NDArray[np.float64], k: int, t_q: float) -> list[Hit] | None:
         assert self._buffer is not None
         ids = list(self._buffer.ids)
         if len(ids) < k:
             return None
-        if self._use_mirror and self._mirror is not None:
-            idx = [self._mirror.row_of[i] for i in ids if i in self._mirror.row_of]
-            rows = self._mirror.view().take(idx)
+        block = self._buffer_block()
+        if block is not None:
+            if block.n_buf < k:
+                return None
+            hits = self._rank_block(block, e_q, c_q, weights, k, t_q)
         else:
             rows = self._fetch_rows(ids)
-        if len(rows) < k:
-            return None
-        hits = self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False, from_buffer=True)
+            if len(rows) < k:
+                return None
+            hits = self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False,
+                              from_buffer=True)
         if hits and hits[0].score >= self.config.buffer.theta:
             return hits
         return None
+
+    def _rank_block(self, block: BufferBlock, e_q: NDArray[np.float32],
+                    c_q: NDArray[np.float32], weights: NDArray[np.float64], k: int,
+                    t_q: float) -> list[Hit]:
+        """:meth:`_rank` of the buffered rows (``exhaustive=False``), on the gathered block:
+        the neighbours' ``S' U`` come from the same arithmetic over the block's arrays."""
+        sim_what, sim_where, u, s_prime = self._partial_scores(block.rows, e_q, c_q, weights,
+                                                               t_q)
+        n = block.n_buf
+        bonus = block_bonus(block, s_prime * u)
+        order = np.argsort(-s_prime[:n], kind="stable")
+        top = order[:min(n, max(4 * k, 64))]  # as _rank: the bonus counts for the top by S'
+        final = s_prime[top] + float(weights[3]) * bonus[top]
+        best = top[np.lexsort((top, -final))][:k]
+        return self._hits(block.rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+                          from_buffer=True)
 
     # ------------------------------------------------------------------ maintain: RCI
     def integrate(self, new_info: str, context: str = "", at: Timestamp | None = None,

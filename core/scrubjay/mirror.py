@@ -58,6 +58,7 @@ class Mirror:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.n = 0
+        self.version = 0  # bumped by every write: caches built from the mirror compare it
         self._cap = 0
         self.row_of: dict[str, int] = {}
         self._records: list[MemoryRecord] = []
@@ -97,6 +98,7 @@ class Mirror:
     def append(self, records: Sequence[MemoryRecord], what: NDArray[np.float32],
                where: NDArray[np.float32],
                drift: Sequence[float] | NDArray[np.float64] | None = None) -> None:
+        self.version += 1
         for rec in records:
             if rec.id in self.row_of:
                 self.remove([rec.id])
@@ -121,6 +123,7 @@ class Mirror:
                what: NDArray[np.float32] | None = None,
                drift: NDArray[np.float64] | None = None) -> None:
         """Replace records (value, pi, tau...) and optionally their what-vectors and drift."""
+        self.version += 1
         rows = np.fromiter((self.row_of[rec.id] for rec in records), dtype=np.intp,
                            count=len(records))
         for row, rec in zip(rows.tolist(), records, strict=True):
@@ -136,9 +139,11 @@ class Mirror:
     def set_wdeg(self, mid: str, weight: float) -> None:
         row = self.row_of.get(mid)
         if row is not None:
+            self.version += 1
             self.wdeg[row] = weight
 
     def remove(self, ids: Sequence[str]) -> None:
+        self.version += 1
         for mid in ids:
             row = self.row_of.pop(mid, None)
             if row is None:
