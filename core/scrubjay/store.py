@@ -117,7 +117,7 @@ def pack_rci(value: float, pi: float, tau_s: float, updated_at_s: float, drift_r
     return head + ("}" if what is None else f',"what":"{encode_vector(what)}"}}')
 
 
-def _apply_rci(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float]:
+def _fold_rci(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float]:
     """Fold an ``sj_rci`` payload into ``meta``; returns (exact what-vector or None, drift)."""
     payload = meta.pop(_RCI_KEY, None)
     if not isinstance(payload, str):
@@ -142,7 +142,7 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
     """StoredRows from a Chroma ``get`` answer (and the where-vectors fetched beside it)."""
     for i, rid in enumerate(got["ids"]):
         meta = dict(got["metadatas"][i] or {})
-        exact, drift = _apply_rci(meta)
+        exact, drift = _fold_rci(meta)
         row = StoredRow(id=rid, text=got["documents"][i] or "", meta=meta)
         if vectors:
             row.what = exact if exact is not None else np.asarray(got["embeddings"][i],
