@@ -1,4 +1,4 @@
-"""Prospective memory buffer (paper §3.6, Eq. 13, Proposition 2). Pure numpy.
+"""Prospective memory buffer (paper §3.6, Eq. 13, Proposition 2). No I/O.
 
 Before a task T::
 
@@ -13,14 +13,18 @@ from it, otherwise from the full store (expected cost ``K + (1 - P_hit) N``, Pro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .config import BufferConfig
+from .graph import EpisodicGraph
+from .mirror import Mirror, Rows
 
-__all__ = ["task_probability", "select_buffer", "BufferState"]
+__all__ = ["task_probability", "select_buffer", "BufferState", "BufferBlock", "gather_block",
+           "block_bonus"]
 
 
 def task_probability(what: NDArray[np.floating], where: NDArray[np.floating],
@@ -59,3 +63,58 @@ class BufferState:
     context: str
     prepared_at_s: float
     ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BufferBlock:
+    """The buffered memories and their graph neighbours, gathered once per buffer so that a
+    buffered search costs one small block of arithmetic (embedded stores).
+
+    ``rows`` holds the buffered memories first (``n_buf`` of them, in buffer order), then their
+    neighbours outside the buffer. Edge ``e`` joins buffered row ``src[e]`` to block row
+    ``dst[e]`` with weight ``weight[e]``, grouped by ``src`` in the graph's neighbour order.
+    """
+
+    rows: Rows
+    n_buf: int
+    src: NDArray[np.intp]
+    dst: NDArray[np.intp]
+    weight: NDArray[np.float64]
+
+
+def gather_block(ids: Sequence[str], mirror: Mirror, graph: EpisodicGraph) -> BufferBlock:
+    """The :class:`BufferBlock` of the buffered ``ids`` (those still in ``mirror``)."""
+    row_of = mirror.row_of
+    taken = [row_of[m] for m in ids if m in row_of]
+    pos = {row: i for i, row in enumerate(taken)}
+    src: list[int] = []
+    dst: list[int] = []
+    weight: list[float] = []
+    for i, mid in enumerate(m for m in ids if m in row_of):
+        for j, w in graph.neighbors(mid):
+            row = row_of.get(j)
+            if row is None:  # not in the mirror: contributes nothing (S' U taken as 0)
+                continue
+            if row not in pos:
+                pos[row] = len(taken)
+                taken.append(row)
+            src.append(i)
+            dst.append(pos[row])
+            weight.append(w)
+    n_buf = len([m for m in ids if m in row_of])
+    return BufferBlock(rows=mirror.view().take(taken), n_buf=n_buf,
+                       src=np.asarray(src, dtype=np.intp), dst=np.asarray(dst, dtype=np.intp),
+                       weight=np.asarray(weight, dtype=np.float64))
+
+
+def block_bonus(block: BufferBlock, su: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``Phi(i) = sum_j e_ij S'(j) U(j)`` (paper Eq. 8) for the block's buffered rows, given
+    ``su = S' U`` over all block rows; each row's terms are added in neighbour order.
+
+    >>> rows = Rows.build([], np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32))
+    >>> b = BufferBlock(rows=rows, n_buf=2, src=np.array([0, 0, 1]), dst=np.array([1, 2, 0]),
+    ...                 weight=np.array([0.5, 1.0, 2.0]))
+    >>> block_bonus(b, np.array([1.0, 2.0, 3.0])).tolist()   # [0.5*2 + 1*3, 2*1]
+    [4.0, 2.0]
+    """
+    return np.bincount(block.src, weights=block.weight * su[block.dst], minlength=block.n_buf)

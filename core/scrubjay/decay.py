@@ -54,8 +54,8 @@ def is_stale(utility_: ArrayLike, value: ArrayLike, stale_ratio: float) -> NDArr
     """``U / V < stale_ratio``; a memory whose value RCI drove to 0 is stale."""
     u = np.asarray(utility_, dtype=np.float64)
     v = np.asarray(value, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(v > 0, u / np.where(v > 0, v, 1.0), 0.0)
+    positive = v > 0
+    ratio = np.where(positive, u / np.where(positive, v, 1.0), 0.0)  # never divides by 0
     return np.asarray(ratio < stale_ratio)
 
 

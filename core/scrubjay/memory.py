@@ -32,7 +32,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._validation import check_k, check_metadata, check_namespace, check_text, to_epoch_s
-from .buffer import BufferState, select_buffer, task_probability
+from .buffer import BufferBlock, BufferState, block_bonus, gather_block, select_buffer, \
+    task_probability
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
@@ -50,7 +51,14 @@ from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
 from .scoring import adaptive_weights, relevance_bound, relevance_key
-from .store import ChromaStore, StoredRow, dumps_user_meta, loads_user_meta, user_filter_keys
+from .store import (
+    INDEX_DRIFT_MAX_RAD,
+    ChromaStore,
+    StoredRow,
+    dumps_user_meta,
+    loads_user_meta,
+    user_filter_keys,
+)
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord
 
 __all__ = ["ScrubJayMemory"]
@@ -190,6 +198,8 @@ class ScrubJayMemory:
         self._mirror: Mirror | None = None
         self._graph = EpisodicGraph(config.graph)
         self._buffer: BufferState | None = None
+        # (buffer, mirror, mirror version) the block was gathered for, and the block
+        self._block: tuple[BufferState, Mirror, int, BufferBlock] | None = None
         self._newest_t = -math.inf
         # the largest value this process wrote (RCI can raise values above the default)
         self._value_max = config.decay.default_value
@@ -228,7 +238,8 @@ class ScrubJayMemory:
                     self._mirror.append(
                         records, np.stack([r.what for r in rows]).astype(np.float32),
                         np.stack([r.where if r.where is not None else zero
-                                  for r in rows]).astype(np.float32))
+                                  for r in rows]).astype(np.float32),
+                        drift=[r.drift_rad for r in rows])
                 for r in rows:
                     self._graph.loads(r.id, r.meta.get("sj_edges"))
                 self._graph.prune_unknown({r.id for r in rows})
@@ -856,7 +867,8 @@ class ScrubJayMemory:
     def _partial_scores(self, rows: Rows, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                         weights: NDArray[np.float64], t_q: float) -> tuple[NDArray, ...]:
         sim_what = rows.what @ e_q
-        sim_where = rows.where @ c_q
+        # an empty context embeds to zero: its column is zero, without multiplying N rows
+        sim_where = rows.where @ c_q if c_q.any() else np.zeros(len(rows), np.float32)
         u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
         a, b, g, _ = weights
         s_prime = a * sim_what + b * sim_where + g * u
@@ -922,14 +934,24 @@ class ScrubJayMemory:
             m = min(n, 4 * m)
         final = s_prime[top] + d * bonus[top]
         best = top[np.lexsort((top, -final))][:k]
-        stale = is_stale(u, rows.value, self.config.decay.stale_ratio)
+        return self._hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+                          from_buffer=from_buffer)
+
+    def _hits(self, rows: Rows, best: NDArray[np.intp], s_prime: NDArray[np.float64],
+              bonus: NDArray[np.float64], u: NDArray[np.float64], sim_what: NDArray[np.float64],
+              sim_where: NDArray[np.float64], weights: NDArray[np.float64], *,
+              from_buffer: bool) -> list[Hit]:
+        """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts."""
+        score = (s_prime[best] + float(weights[3]) * bonus[best]).tolist()
+        u_best = u[best]
+        stale = is_stale(u_best, rows.value[best], self.config.decay.stale_ratio).tolist()
         w = tuple(float(x) for x in weights)
-        return [Hit(record=rows.records[i], score=float(s_prime[i] + d * bonus[i]),
-                    paper_score=float(s_prime[i] + d * bonus[i]),
-                    utility=float(u[i]), stale=bool(stale[i]), what=float(sim_what[i]),
-                    where=float(sim_where[i]), when=float(u[i]), graph=float(bonus[i]),
-                    weights=w, from_buffer=from_buffer)  # type: ignore[arg-type]
-                for i in best]
+        return [Hit(record=rows.records[i], score=sc, paper_score=sc, utility=ut, stale=st,
+                    what=wh, where=wr, when=ut, graph=gr, weights=w,  # type: ignore[arg-type]
+                    from_buffer=from_buffer)
+                for i, sc, ut, st, wh, wr, gr in zip(
+                    best.tolist(), score, u_best.tolist(), stale, sim_what[best].tolist(),
+                    sim_where[best].tolist(), bonus[best].tolist(), strict=True)]
 
     # ------------------------------------------------------------------ prospective buffer
     def prepare(self, task: str, context: str = "", at: Timestamp | None = None,
@@ -966,6 +988,7 @@ class ScrubJayMemory:
             ids_out = tuple(rows.records[i].id for i in chosen)
             self._set_buffer(BufferState(task=task, context=context, prepared_at_s=t0,
                                          ids=ids_out))
+            self._buffer_block()  # gathered now, so that the first buffered search is fast
             return list(ids_out)
 
     def clear_buffer(self) -> None:
@@ -986,23 +1009,55 @@ class ScrubJayMemory:
              "ids": list(state.ids)})
         self._store.set_state(sj_buffer=payload)
 
+    def _buffer_block(self) -> BufferBlock | None:
+        """The buffer's rows and their neighbours (embedded stores), gathered again only after
+        the buffer or the mirror changed."""
+        if self._buffer is None or not self._use_mirror or self._mirror is None:
+            return None
+        cached = self._block
+        if (cached is not None and cached[0] is self._buffer and cached[1] is self._mirror
+                and cached[2] == self._mirror.version):
+            return cached[3]
+        block = gather_block(self._buffer.ids, self._mirror, self._graph)
+        self._block = (self._buffer, self._mirror, self._mirror.version, block)
+        return block
+
     def _search_buffer(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                        weights: NDArray[np.float64], k: int, t_q: float) -> list[Hit] | None:
         assert self._buffer is not None
         ids = list(self._buffer.ids)
         if len(ids) < k:
             return None
-        if self._use_mirror and self._mirror is not None:
-            idx = [self._mirror.row_of[i] for i in ids if i in self._mirror.row_of]
-            rows = self._mirror.view().take(idx)
+        block = self._buffer_block()
+        if block is not None:
+            if block.n_buf < k:
+                return None
+            hits = self._rank_block(block, e_q, c_q, weights, k, t_q)
         else:
             rows = self._fetch_rows(ids)
-        if len(rows) < k:
-            return None
-        hits = self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False, from_buffer=True)
+            if len(rows) < k:
+                return None
+            hits = self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False,
+                              from_buffer=True)
         if hits and hits[0].score >= self.config.buffer.theta:
             return hits
         return None
+
+    def _rank_block(self, block: BufferBlock, e_q: NDArray[np.float32],
+                    c_q: NDArray[np.float32], weights: NDArray[np.float64], k: int,
+                    t_q: float) -> list[Hit]:
+        """:meth:`_rank` of the buffered rows (``exhaustive=False``), on the gathered block:
+        the neighbours' ``S' U`` come from the same arithmetic over the block's arrays."""
+        sim_what, sim_where, u, s_prime = self._partial_scores(block.rows, e_q, c_q, weights,
+                                                               t_q)
+        n = block.n_buf
+        bonus = block_bonus(block, s_prime * u)
+        order = np.argsort(-s_prime[:n], kind="stable")
+        top = order[:min(n, max(4 * k, 64))]  # as _rank: the bonus counts for the top by S'
+        final = s_prime[top] + float(weights[3]) * bonus[top]
+        best = top[np.lexsort((top, -final))][:k]
+        return self._hits(block.rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+                          from_buffer=True)
 
     # ------------------------------------------------------------------ maintain: RCI
     def integrate(self, new_info: str, context: str = "", at: Timestamp | None = None,
@@ -1022,11 +1077,12 @@ class ScrubJayMemory:
             self._check_open()
             t_n = self._time(at, owner)
             w_n = self._embed([new_info])[0]
-            idx_ids, alpha = self._affected(w_n)
+            rows, alpha, drift = self._affected(w_n)
+            idx_ids = rows.ids
             deltas, used_llm, calls, reason = self._deltas(new_info, context) if idx_ids else (
                 Deltas(summary="no related memory"), False, 0, None)
             if idx_ids:
-                self._apply_rci(idx_ids, alpha, w_n, deltas, t_n)
+                self._apply_rci(rows, alpha, drift, w_n, deltas, t_n)
             stored = None
             if store:
                 stored = self.add(new_info, context=context, at=t_n)
@@ -1035,28 +1091,35 @@ class ScrubJayMemory:
                 deltas=deltas, used_llm=used_llm, llm_calls=calls, stored=stored,
                 fallback_reason=reason)
 
-    def _affected(self, w_n: NDArray[np.float32]) -> tuple[list[str], NDArray[np.float64]]:
+    def _affected(self, w_n: NDArray[np.float32]) -> tuple[
+            Rows, NDArray[np.float64], NDArray[np.float64]]:
+        """The memories RCI updates for ``w_n``, strongest first: their rows, their ``alpha``
+        and the drift bounds of their indexed what-vectors (see :mod:`scrubjay.store`)."""
         theta = self.config.rci.theta
         cap = self.config.rci.max_affected
         if self._use_mirror:
             if self._mirror is None or len(self._mirror) == 0:
-                return [], np.zeros(0)
+                return self._rows_of([]), np.zeros(0), np.zeros(0)
             view = self._mirror.view()
             idx, alpha = affinities(view.what, w_n, theta)
             idx, alpha = idx[:cap], alpha[:cap]
-            return [view.records[i].id for i in idx], alpha
+            return view.take(idx), alpha, self._mirror.drift[idx]
+        # Server mode: Chroma's index holds vectors up to INDEX_DRIFT_MAX_RAD from the exact
+        # ones, so candidates come from a threshold lowered by that much, then exact affinities.
+        low = theta - INDEX_DRIFT_MAX_RAD
         n = 64
         total = len(self)
         while True:
             ids, sims = self._store.query("what", w_n, min(n, cap))
-            if len(ids) < min(n, cap) or (len(sims) and sims[-1] <= theta) or n >= min(total,
-                                                                                        cap):
+            if len(ids) < min(n, cap) or (len(sims) and sims[-1] <= low) or n >= min(total, cap):
                 break
             n *= 4
-        keep = [i for i, s in enumerate(sims) if s > theta]
-        alpha = np.minimum(1.0, (sims[keep] - theta) / (1.0 - theta))
-        order = np.argsort(-alpha, kind="stable")
-        return [ids[keep[i]] for i in order], alpha[order]
+        stored = self._store.get([m for m, s in zip(ids, sims, strict=True) if s > low],
+                                 vectors=True, where_vectors=False)
+        rows = self._rows_of(stored)
+        idx, alpha = affinities(rows.what, w_n, theta)
+        drift = np.array([stored[i].drift_rad for i in idx], dtype=np.float64)
+        return rows.take(idx), alpha, drift
 
     def _deltas(self, new_info: str, context: str) -> tuple[Deltas, bool, int, str | None]:
         if self._llm is None:
@@ -1068,31 +1131,30 @@ class ScrubJayMemory:
             self._llm.note_parse_failure(err)
             return fallback_deltas(new_info, self.config.rci), False, 1, str(err)
 
-    def _apply_rci(self, ids: list[str], alpha: NDArray[np.float64], w_n: NDArray[np.float32],
-                   deltas: Deltas, t_n: float) -> None:
+    def _apply_rci(self, rows: Rows, alpha: NDArray[np.float64],
+                   drift: NDArray[np.float64], w_n: NDArray[np.float32], deltas: Deltas,
+                   t_n: float) -> None:
+        """Update the affected ``rows`` (paper Eq. 9-12) and persist them in one pass."""
         cfg = self.config
-        if self._use_mirror and self._mirror is not None:
-            rows = self._mirror.view().take([self._mirror.row_of[i] for i in ids])
-        else:
-            rows = self._fetch_rows(ids)
-            order = {r.id: i for i, r in enumerate(rows.records)}
-            keep = [i for i, mid in enumerate(ids) if mid in order]
-            rows = rows.take([order[ids[i]] for i in keep])
-            alpha = alpha[keep]
         upd = apply_updates(rows.value, rows.pi, rows.tau, rows.what, w_n, alpha, deltas,
                             cfg.rci, pi_min=cfg.classifier.pi_min,
                             tau_min_s=cfg.classifier.tau_min_s,
                             tau_max_s=cfg.classifier.tau_max_s)
-        new_records = [replace(r, value=float(upd.value[i]), pi=float(upd.pi[i]),
-                               tau_s=float(upd.tau_s[i]), updated_at_s=float(t_n))
+        # the angle each unit vector moved (2 asin(chord / 2), exact 0 for an unmoved one) adds
+        # to the drift bound of its index embedding (triangle inequality on the sphere)
+        chord = np.linalg.norm(upd.what.astype(np.float64) - rows.what.astype(np.float64),
+                               axis=1)
+        drift = drift + 2.0 * np.arcsin(np.minimum(1.0, chord / 2.0))
+        t = float(t_n)
+        values, pis, taus = upd.value.tolist(), upd.pi.tolist(), upd.tau_s.tolist()
+        new_records = [replace(r, value=values[i], pi=pis[i], tau_s=taus[i], updated_at_s=t)
                        for i, r in enumerate(rows.records)]
-        metas = [{"sj_value": r.value, "sj_pi": r.pi, "sj_tau": r.tau_s,
-                  "sj_updated": r.updated_at_s} for r in new_records]
-        self._store.update_meta([r.id for r in new_records], metas, what=upd.what)
+        recorded = self._store.update_rci(rows.ids, upd.value, upd.pi, upd.tau_s, t, upd.what,
+                                          drift)
         if len(upd.value):
             self._value_max = max(self._value_max, float(np.max(upd.value)))
         if self._use_mirror and self._mirror is not None:
-            self._mirror.update(new_records, upd.what)
+            self._mirror.update(new_records, upd.what, recorded)
 
     # ------------------------------------------------------------------ maintain: consolidation
     def consolidate(self, at: Timestamp | None = None) -> list[str]:

@@ -58,11 +58,13 @@ class Mirror:
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.n = 0
+        self.version = 0  # bumped by every write: caches built from the mirror compare it
         self._cap = 0
         self.row_of: dict[str, int] = {}
         self._records: list[MemoryRecord] = []
         self._alloc(1024)
         self.wdeg = np.zeros(self._cap)  # weighted degree, for the exactness bound of Phi
+        self.drift = np.zeros(self._cap)  # angle bound, indexed vs exact what (store.py)
 
     def _alloc(self, cap: int) -> None:
         def grow(old: NDArray | None, shape: tuple[int, ...], dtype: type) -> NDArray:
@@ -75,8 +77,9 @@ class Mirror:
         self._where = grow(getattr(self, "_where", None), (cap, self.dim), np.float32)
         for name in ("_value", "_pi", "_tau", "_t"):
             setattr(self, name, grow(getattr(self, name, None), (cap,), np.float64))
-        if hasattr(self, "wdeg"):
-            self.wdeg = grow(self.wdeg, (cap,), np.float64)
+        for name in ("wdeg", "drift"):
+            if hasattr(self, name):
+                setattr(self, name, grow(getattr(self, name), (cap,), np.float64))
         self._cap = cap
 
     def __len__(self) -> int:
@@ -93,7 +96,9 @@ class Mirror:
         return None if row is None else self._records[row]
 
     def append(self, records: Sequence[MemoryRecord], what: NDArray[np.float32],
-               where: NDArray[np.float32]) -> None:
+               where: NDArray[np.float32],
+               drift: Sequence[float] | NDArray[np.float64] | None = None) -> None:
+        self.version += 1
         for rec in records:
             if rec.id in self.row_of:
                 self.remove([rec.id])
@@ -108,27 +113,37 @@ class Mirror:
         self._tau[lo:hi] = [r.tau_s for r in records]
         self._t[lo:hi] = [r.created_at_s for r in records]
         self.wdeg[lo:hi] = 0.0
+        self.drift[lo:hi] = 0.0 if drift is None else drift
         for i, rec in enumerate(records):
             self.row_of[rec.id] = lo + i
             self._records.append(rec)
         self.n = hi
 
     def update(self, records: Sequence[MemoryRecord],
-               what: NDArray[np.float32] | None = None) -> None:
-        """Replace records (value, pi, tau...) and optionally their what-vectors."""
-        for i, rec in enumerate(records):
-            row = self.row_of[rec.id]
+               what: NDArray[np.float32] | None = None,
+               drift: NDArray[np.float64] | None = None) -> None:
+        """Replace records (value, pi, tau...) and optionally their what-vectors and drift."""
+        self.version += 1
+        rows = np.fromiter((self.row_of[rec.id] for rec in records), dtype=np.intp,
+                           count=len(records))
+        for row, rec in zip(rows.tolist(), records, strict=True):
             self._records[row] = rec
-            self._value[row], self._pi[row], self._tau[row] = rec.value, rec.pi, rec.tau_s
-            if what is not None:
-                self._what[row] = what[i]
+        self._value[rows] = [rec.value for rec in records]
+        self._pi[rows] = [rec.pi for rec in records]
+        self._tau[rows] = [rec.tau_s for rec in records]
+        if what is not None:
+            self._what[rows] = what
+        if drift is not None:
+            self.drift[rows] = drift
 
     def set_wdeg(self, mid: str, weight: float) -> None:
         row = self.row_of.get(mid)
         if row is not None:
+            self.version += 1
             self.wdeg[row] = weight
 
     def remove(self, ids: Sequence[str]) -> None:
+        self.version += 1
         for mid in ids:
             row = self.row_of.pop(mid, None)
             if row is None:
@@ -136,7 +151,7 @@ class Mirror:
             last = self.n - 1
             if row != last:
                 for arr in (self._what, self._where, self._value, self._pi, self._tau, self._t,
-                            self.wdeg):
+                            self.wdeg, self.drift):
                     arr[row] = arr[last]
                 moved = self._records[last]
                 self._records[row] = moved

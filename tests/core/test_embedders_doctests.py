@@ -18,7 +18,7 @@ from scrubjay.embedding import (
 )
 
 MODULES = ["types", "decay", "unit", "scoring", "config", "perishability", "rci", "graph", "buffer",
-           "consolidation", "memory", "estimator"]
+           "consolidation", "memory", "estimator", "store"]
 
 
 @pytest.mark.parametrize("name", MODULES)

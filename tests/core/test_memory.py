@@ -504,3 +504,44 @@ def test_records_read_back_after_reopen_are_bit_identical(memory_factory) -> Non
     again = memory_factory()
     after = {r.id: r for r in again}
     assert after == before and {r.id for r in added} <= set(after)
+
+
+def test_buffered_hits_equal_the_full_ranking_of_the_buffered_rows(tmp_path, clock,
+                                                                    embedder) -> None:
+    """The buffer's gathered block (rows and neighbours kept from prepare()) ranks exactly as
+    the full path's ``_rank`` over the same rows, also after writes that touch those rows."""
+    mem = ScrubJayMemory(path=tmp_path / "b", embedder=embedder, clock=clock,
+                         config=ScrubJayConfig(buffer=BufferConfig(theta=-1.0)))
+    fill(mem, clock)
+    for i in range(12):
+        mem.add(f"Ticket {90 + i}: the login page crashes on Safari build {i}",
+                context="debugging the web app")
+        mem.add(f"note {i} about the garden and the login page", context="weekend")
+    mem.prepare("fix the Safari login crash", context="debugging the web app", k=12)
+
+    def check(query: str, context: str, k: int) -> None:
+        hits = mem.search(query, context=context, k=k)
+        assert hits and all(h.from_buffer for h in hits)
+        rows = mem._mirror.view().take([mem._mirror.row_of[i] for i in mem.buffer.ids])
+        e_q = mem._embed([query], query=True)[0]
+        c_q = mem._embed([context], query=True)[0]
+        ref = mem._rank(rows, e_q, c_q, np.array(hits[0].weights), k, clock(),
+                        exhaustive=False, from_buffer=True)
+        assert [h.id for h in hits] == [h.id for h in ref]
+        for h, r in zip(hits, ref):
+            assert (h.score, h.graph, h.what, h.where, h.utility, h.stale) == pytest.approx(
+                (r.score, r.graph, r.what, r.where, r.utility, r.stale), abs=1e-9)
+            assert h.record == r.record
+        assert any(h.graph > 0 for h in hits)  # the neighbours' S'U entered the scores
+
+    check("login page crashes on Safari", "debugging the web app", 5)
+    check("Safari build crash", "", 3)
+    # writes that touch buffered rows and their neighbours: the block is gathered again
+    mem.integrate("Ticket 95: the login page crash on Safari is fixed now", store=True)
+    check("login page crashes on Safari", "debugging the web app", 5)
+    mem.add("Ticket 200: the login page crashes on Safari again", context="debugging the web app")
+    clock.advance(hours=3)
+    check("login page crashes on Safari", "debugging the web app", 5)
+    mem.delete(mem.buffer.ids[0])
+    check("login page crashes on Safari", "debugging the web app", 5)
+    mem.close()

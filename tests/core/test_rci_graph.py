@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -158,3 +159,96 @@ def test_graph_bonus_hand_computed() -> None:
     g.link("a", [Edge("b", 0.5, 0, 0, 0), Edge("c", 0.25, 0, 0, 0)])
     bonus = g.bonus(["a", "b"], {"a": 1.0, "b": 0.4, "c": 0.8})
     assert bonus == pytest.approx({"a": 0.5 * 0.4 + 0.25 * 0.8, "b": 0.5 * 1.0})
+
+
+def _cluster_embedder() -> tuple[Any, list[dict[str, str]]]:
+    """Ten near-duplicates around a centre (cos ~0.99), one far memory, and "event" at the
+    centre: each event moves the ten what-vectors by ~0.03 rad, below INDEX_DRIFT_MAX_RAD, so
+    two events pass it."""
+    from scrubjay.embedding import CallableEmbedder
+    from scrubjay.unit import l2_normalize
+
+    rng = np.random.default_rng(7)
+    centre = l2_normalize(rng.standard_normal(32))
+    lut = {"": np.zeros(32, np.float32), "event": centre,
+           "far away": l2_normalize(rng.standard_normal(32))}
+    items = [{"text": f"member {i}", "id": f"m{i}"} for i in range(10)]
+    for item, v in zip(items, l2_normalize(centre + 0.025 * rng.standard_normal((10, 32)))):
+        lut[item["text"]] = v
+    items.append({"text": "far away", "id": "far"})
+    emb = CallableEmbedder(lambda ts: np.stack([lut[t] for t in ts]), name="callable:lut")
+    return emb, items
+
+
+def _indexed(mem: ScrubJayMemory, ids: list[str]) -> dict[str, np.ndarray]:
+    got = mem._store.what.get(ids=ids, include=["embeddings"])
+    return {i: np.asarray(e, np.float32) for i, e in zip(got["ids"], got["embeddings"])}
+
+
+def test_rci_keeps_index_drift_bounded_and_persists_exact_vectors(tmp_path, clock) -> None:
+    from scrubjay.store import INDEX_DRIFT_MAX_RAD
+
+    emb, items = _cluster_embedder()
+    mem = ScrubJayMemory(path=tmp_path / "s", embedder=emb, clock=clock)
+    mem.add_many(items)
+    ids = [it["id"] for it in items[:10]]
+    reindexed = deferred = 0
+    for event in range(4):
+        clock.advance(minutes=5)
+        rep = mem.integrate("event", store=False)
+        assert sorted(rep.affected_ids) == sorted(ids)  # never "far away"
+        row_of = mem._mirror.row_of
+        indexed = _indexed(mem, ids)
+        for mid in ids:
+            exact = mem._mirror.view().what[row_of[mid]]
+            drift = float(mem._mirror.drift[row_of[mid]])
+            cos = float(exact @ indexed[mid]) / float(np.linalg.norm(indexed[mid]))
+            angle = float(np.arccos(np.clip(cos, -1.0, 1.0)))
+            assert drift <= INDEX_DRIFT_MAX_RAD
+            assert angle <= drift + 1e-3  # the recorded bound holds (float32 arccos noise)
+            if drift == 0.0:
+                assert np.allclose(indexed[mid], exact, atol=1e-6)
+                reindexed += event > 0
+            else:
+                assert angle > 1e-3  # moved, and its index embedding was not rewritten
+                deferred += 1
+    assert deferred and reindexed  # both the metadata-only write and the re-index happened
+    view = mem._mirror.view()
+    before = {it["id"]: (mem.get(it["id"]), view.what[mem._mirror.row_of[it["id"]]].copy(),
+                         float(mem._mirror.drift[mem._mirror.row_of[it["id"]]]))
+              for it in items}
+    mem.close()
+    again = ScrubJayMemory(path=tmp_path / "s", embedder=emb, clock=clock)
+    for mid, (rec, what, drift) in before.items():
+        row = again._mirror.row_of[mid]
+        assert again.get(mid) == rec
+        assert np.array_equal(again._mirror.view().what[row], what)  # exact, not the index's
+        assert float(again._mirror.drift[row]) == drift
+    again.close()
+
+
+def test_server_rci_scores_exact_vectors_not_the_stale_index(tmp_path, clock,
+                                                            chroma_server) -> None:
+    import uuid
+
+    import chromadb
+
+    emb, items = _cluster_embedder()
+    local = ScrubJayMemory(path=tmp_path / "s", embedder=emb, clock=clock)
+    remote = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0],
+                                                       port=chroma_server[1]),
+                            namespace=f"rci-{uuid.uuid4().hex[:8]}", embedder=emb, clock=clock)
+    local.add_many(items)
+    remote.add_many(items)
+    for _ in range(3):  # from the second event on, most index embeddings are stale
+        a = local.integrate("event", store=False)
+        b = remote.integrate("event", store=False)
+        assert sorted(b.affected_ids) == sorted(a.affected_ids)
+        alpha_b = dict(b.affected)
+        for mid, alpha in a.affected:
+            assert alpha_b[mid] == pytest.approx(alpha, abs=1e-6)
+            ra, rb = local.get(mid), remote.get(mid)
+            assert (rb.value, rb.pi, rb.tau_s) == pytest.approx((ra.value, ra.pi, ra.tau_s))
+    remote.forget_namespace()
+    remote.close()
+    local.close()
