@@ -203,6 +203,9 @@ class ScrubJayMemory:
         self._newest_t = -math.inf
         # the largest value this process wrote (RCI can raise values above the default)
         self._value_max = config.decay.default_value
+        # the largest angle (rad) between a memory's exact what-vector and its index vector
+        # that this process wrote or read (RCI defers index rewrites up to INDEX_DRIFT_MAX_RAD)
+        self._drift_max = 0.0
         self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
         self._closed = False
         try:
@@ -753,13 +756,13 @@ class ScrubJayMemory:
         """
         if not np.any(c_q):
             what_rows, sim_what = self._store.query_scored("what", e_q, n, rows=True)
-            what_floor = float(sim_what[-1]) if len(what_rows) == n else None
+            what_floor = self._what_floor(what_rows, sim_what, n)
             return self._scored(what_rows, sim_what.tolist(), {}, weights, what_floor, 0.0)
         v0 = self.config.decay.default_value
         (what_rows, sim_what), (where_rows, sim_c) = self._concurrently(
             lambda: self._store.query_scored("what", e_q, n, rows=True),
             lambda: self._store.query_scored("where", c_q, n, rows=False))
-        what_floor = float(sim_what[-1]) if len(what_rows) == n else None
+        what_floor = self._what_floor(what_rows, sim_what, n)
         sim_where = {r.id: float(x) for r, x in zip(where_rows, sim_c, strict=True)}
         # a full where list bounds the where-similarity of the others by its last one, or by
         # 0 for those without a where row (no context); a short one lists every where row.
@@ -796,6 +799,22 @@ class ScrubJayMemory:
         out = self._scored(rows, sims, sim_where, weights, what_floor, where_floor)
         out.bound = max([out.bound] + pruned)
         return out
+
+    def _what_floor(self, rows: list[StoredRow], sims: NDArray[np.float64],
+                    n: int) -> float | None:
+        """The largest exact what-similarity a memory left out of a full list of ``n`` can
+        have (None when the list is short: it holds every memory). The list is cut by index
+        similarity; an index vector is at most ``_drift_max`` rad from its memory's exact one
+        (RCI defers rewrites), so the last index similarity is widened by that angle."""
+        if len(rows) < n:
+            return None
+        self._drift_max = max([self._drift_max] + [r.drift_rad for r in rows])
+        last = max(-1.0, min(1.0, float(sims[-1])))
+        # the last row's own similarity is exact: its index one is within its drift of it
+        slack = self._drift_max + rows[-1].drift_rad
+        if slack == 0.0:
+            return last
+        return math.cos(max(0.0, math.acos(last) - slack))
 
     def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any]
                       ) -> tuple[Any, Any]:
@@ -1153,6 +1172,7 @@ class ScrubJayMemory:
                                           drift)
         if len(upd.value):
             self._value_max = max(self._value_max, float(np.max(upd.value)))
+            self._drift_max = max(self._drift_max, float(np.max(drift)))
         if self._use_mirror and self._mirror is not None:
             self._mirror.update(new_records, upd.what, recorded)
 

@@ -492,8 +492,10 @@ class ChromaStore:
         """The top-``n`` memories of the ``what`` or ``where`` collection with their cosine
         similarities (best first), in one query that transfers no vectors.
 
-        ``rows=True`` brings each memory's text and metadata too (``what`` only); otherwise the
-        rows carry their id alone. Fewer than ``n`` come back when the collection is smaller.
+        ``rows=True`` brings each memory's text and metadata too (``what`` only), with RCI
+        updates folded in and the similarity of an RCI-moved memory computed from its exact
+        vector (so the list is ordered by the index, at most ``drift_rad`` off, but every
+        similarity returned is exact); otherwise the rows carry their id alone. Fewer than ``n`` come back when the collection is smaller.
         """
         col = self.what if which == "what" else self.where
         if n <= 0:
@@ -505,13 +507,20 @@ class ChromaStore:
         except Exception as exc:
             raise _wrap(f"query the {which} collection", exc) from exc
         ids = list(got["ids"][0])
-        if rows:
-            docs, metas = got["documents"][0], got["metadatas"][0]
-            out = [StoredRow(id=rid, text=docs[i] or "", meta=dict(metas[i] or {}))
-                   for i, rid in enumerate(ids)]
-        else:
-            out = [StoredRow(id=rid, text="", meta={}) for rid in ids]
-        return out, distance_to_similarity(got["distances"][0])
+        sims = distance_to_similarity(got["distances"][0])
+        if not rows:
+            return [StoredRow(id=rid, text="", meta={}) for rid in ids], sims
+        docs, metas = got["documents"][0], got["metadatas"][0]
+        out = []
+        for i, rid in enumerate(ids):
+            meta = dict(metas[i] or {})
+            exact, drift = _fold_rci(meta)
+            row = StoredRow(id=rid, text=docs[i] or "", meta=meta)
+            if exact is not None:  # RCI moved it: the index vector is off by up to ``drift``
+                sims[i] = float(exact.astype(np.float64) @ vector.astype(np.float64))
+                row.drift_rad = drift
+            out.append(row)
+        return out, sims
 
     def query_ids(self, which: str, vector: NDArray[np.float32], n: int) -> list[str]:
         """Top-``n`` ids by cosine similarity (no distances: the cheapest Chroma query)."""

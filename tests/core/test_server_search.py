@@ -164,3 +164,31 @@ def test_deferred_hits_pickle_compare_and_refuse_a_closed_memory(stores) -> None
     other.close()
     with pytest.raises(ScrubJayError):
         late[0].graph  # noqa: B018 - the access is the test
+
+
+def test_server_hits_stay_exact_after_rci_with_deferred_index_rewrites(stores) -> None:
+    """RCI moves what-vectors but defers rewriting Chroma's index vectors (up to
+    ``INDEX_DRIFT_MAX_RAD``): the server search must score with the exact vectors and values
+    and widen its candidate cut by the drift, so it still equals the exact scan."""
+    import json as _json
+
+    from scrubjay.config import LLMConfig, RCIConfig
+    from scrubjay.testing import ScriptedLLM
+
+    mem, exact, client = stores
+    deltas = _json.dumps({"delta_value": -0.6, "delta_pi": 0.2,
+                          "delta_tau": -0.3, "summary": "superseded"})
+    writer = ScrubJayMemory(client=client, namespace=mem.namespace, clock=mem._clock,
+                            embedder=mem.embedder, llm=ScriptedLLM([deltas]),
+                            config=ScrubJayConfig(llm=LLMConfig(annotate=False),
+                                                  rci=RCIConfig(eta_what=0.03)))
+    try:
+        moved = {m for q in ("q0", "q2") for m, _ in writer.integrate(q, store=False).affected}
+    finally:
+        writer.close()
+    rows = mem._store.get(sorted(moved), vectors=True, where_vectors=False)
+    assert moved and any(0.0 < r.drift_rad for r in rows)  # some index vectors lag behind
+    ref = exact()
+    for query, ctx in QUERIES:
+        for k in K_VALUES:
+            _same_hits(mem.search(query, context=ctx, k=k), ref.search(query, context=ctx, k=k))
