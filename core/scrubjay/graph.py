@@ -19,7 +19,7 @@ linking uses, and :class:`EpisodicGraph` is the data structure.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -72,6 +72,11 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
     return e, e_s, e_c, e_t
 
 
+def _weakest(nbrs: Mapping[str, Mapping[str, float]]) -> tuple[float, str]:
+    """The weakest edge ``(weight, other)`` of an adjacency dict (ties: the smallest id)."""
+    return min((d["weight"], j) for j, d in nbrs.items())
+
+
 class EpisodicGraph:
     """Undirected typed graph over memory ids, degree-capped at ``cfg.max_neighbors``."""
 
@@ -93,30 +98,52 @@ class EpisodicGraph:
 
         Returns the ids whose adjacency changed (for persistence).
         """
+        ranked = sorted((e for e in edges if e.weight >= self.cfg.min_edge_weight),
+                        key=lambda e: (-e.weight, e.other))
+        return self.link_ranked(node, [e.other for e in ranked], [e.weight for e in ranked],
+                                [e.semantic for e in ranked], [e.contextual for e in ranked],
+                                [e.temporal for e in ranked])
+
+    def link_ranked(self, node: str, others: Sequence[str], weight: Sequence[float],
+                    semantic: Sequence[float], contextual: Sequence[float],
+                    temporal: Sequence[float],
+                    weakest: dict[str, tuple[float, str]] | None = None) -> set[str]:
+        """:meth:`link` for candidates already ranked by ``(-weight, other)`` and at least
+        ``min_edge_weight`` (plain lists: the batch linking ranks them with numpy).
+
+        The rule, per candidate in rank order until ``node`` has ``max_neighbors`` edges: link
+        when the other end has room, or when its weakest edge ``(w, j)`` (smallest by weight,
+        then id) is weaker than this one, which then replaces it. ``weakest`` caches each
+        node's weakest edge across calls; the caller owns it and must drop it as soon as the
+        graph changes other than through this method.
+        """
         self.g.add_node(node)
         cap = self.cfg.max_neighbors
-        changed: set[str] = set()
+        changed = {node}
         adj = self.g._adj  # networkx's own adjacency dicts: no view objects in the hot loop
-        ranked = sorted((e for e in edges if e.other != node and e.other in adj
-                         and e.weight >= self.cfg.min_edge_weight),
-                        key=lambda e: (-e.weight, e.other))
+        weak = {} if weakest is None else weakest
         mine = adj[node]
-        for e in ranked:
+        for k, other in enumerate(others):
             if len(mine) >= cap:
                 break
-            if e.other in mine:
+            theirs = adj.get(other)
+            if theirs is None or other == node or other in mine:
                 continue
-            theirs = adj[e.other]
+            w = weight[k]
             if len(theirs) >= cap:
-                w_min, j_min = min((d["weight"], j) for j, d in theirs.items())
-                if w_min >= e.weight:
+                w_min, j_min = weak.get(other) or _weakest(theirs)
+                if w_min >= w:
+                    weak[other] = (w_min, j_min)
                     continue
-                self.g.remove_edge(e.other, j_min)
+                self.g.remove_edge(other, j_min)
+                weak.pop(other, None)
+                weak.pop(j_min, None)
                 changed.add(j_min)
-            self.g.add_edge(node, e.other, weight=e.weight, semantic=e.semantic,
-                            contextual=e.contextual, temporal=e.temporal)
-            changed.update((node, e.other))
-        changed.add(node)
+            self.g.add_edge(node, other, weight=w, semantic=semantic[k],
+                            contextual=contextual[k], temporal=temporal[k])
+            weak.pop(other, None)
+            weak.pop(node, None)
+            changed.add(other)
         return changed
 
     def remove(self, node: str) -> set[str]:
