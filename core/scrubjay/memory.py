@@ -33,7 +33,7 @@ from .buffer import BufferState, select_buffer, task_probability
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
-from .embedding import Embedder, as_embedder
+from .embedding import Embedder, WordLlamaEmbedder, as_embedder
 from .errors import (
     EmbedderMismatchError,
     InvalidInputError,
@@ -425,8 +425,11 @@ class ScrubJayMemory:
         what = self._embed([f"{p.text} {a}".strip() if a else p.text
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
+        # the bundled embedder is the estimator's: it reuses these rows when what = text
+        reuse = isinstance(self._embedder, WordLlamaEmbedder) and not any(annotations)
         labels = self._classifier.classify_many([p.text for p in items],
-                                                [p.context for p in items], what, where)
+                                                [p.context for p in items], what, where,
+                                                vectors_by=self._embedder.name if reuse else None)
         records = [MemoryRecord(id=p.id, text=p.text, context=p.context, label=c.label,
                                 pi=float(c.pi), tau_s=float(c.tau_s),
                                 value=float(self.config.decay.default_value),
