@@ -199,6 +199,22 @@ class EpisodicGraph:
                 self.g.add_edge(node, row[0], weight=float(row[1]), semantic=float(row[2]),
                                 contextual=float(row[3]), temporal=float(row[4]))
 
+    def add_edges_from_arrays(self, nodes: Sequence[str], u: Sequence[int], v: Sequence[int],
+                              weight: Sequence[float], semantic: Sequence[float],
+                              contextual: Sequence[float], temporal: Sequence[float]) -> None:
+        """Add ``nodes`` and the edges ``nodes[u[k]] -- nodes[v[k]]`` with their weights (a
+        snapshot's bulk load: networkx's adjacency dicts are filled directly)."""
+        self.g.add_nodes_from(nodes)
+        adj = self.g._adj
+        for a, b, w, s, c, t in zip(u, v, weight, semantic, contextual, temporal, strict=True):
+            na, nb = nodes[a], nodes[b]
+            data = {"weight": w, "semantic": s, "contextual": c, "temporal": t}
+            adj[na][nb] = data
+            adj[nb][na] = data
+        clear = getattr(nx, "_clear_cache", None)  # networkx >= 3.3 caches derived views
+        if clear is not None:
+            clear(self.g)
+
     def prune_unknown(self, known: set[str]) -> None:
         """Drop nodes that :meth:`loads` created for ids no longer stored."""
         self.g.remove_nodes_from([n for n in list(self.g.nodes) if n not in known])

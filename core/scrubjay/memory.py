@@ -47,6 +47,7 @@ from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
 from .scoring import adaptive_weights
+from .snapshot import Snapshot, load_snapshot, remove_snapshot, save_snapshot, snapshot_path
 from .store import ChromaStore, StoredRow, dumps_user_meta, loads_user_meta, user_filter_keys
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord
 
@@ -218,6 +219,9 @@ class ScrubJayMemory:
         self._buffer: BufferState | None = None
         self._newest_t = -math.inf
         self._closed = False
+        self._snapshot_file = (snapshot_path(self._store.path, self.namespace)
+                               if self._store.path is not None else None)
+        self._snapshot_marker: str | None = None  # the marker of the snapshot read at open
         try:
             self._open()
         except BaseException:
@@ -235,29 +239,24 @@ class ScrubJayMemory:
                     f"({dim}-d); it cannot be used with {self._embedder.name!r}. Reopen it with "
                     "the same embedder, or use a new namespace.")
             self._dim = dim
-        if self._embedded:
+        snap = self._load_snapshot()
+        if self._embedded and snap is None:
             self._store.reconcile()
         state = self._store.state()
         self._newest_t = float(state.get("sj_newest_t", -math.inf))
-        if self._use_mirror:
-            rows = list(self._store.iter_all(vectors=True))
-            if rows:
-                self._dim = self._dim or int(len(rows[0].what))  # type: ignore[arg-type]
-            if self._dim is not None:
-                self._mirror = Mirror(self._dim)
-                records = [self._record(r) for r in rows]
-                zero = np.zeros(self._dim, dtype=np.float32)
-                if rows:
-                    self._mirror.append(
-                        records, np.stack([r.what for r in rows]).astype(np.float32),
-                        np.stack([r.where if r.where is not None else zero
-                                  for r in rows]).astype(np.float32))
-                for r in rows:
-                    self._graph.loads(r.id, r.meta.get("sj_edges"))
-                self._graph.prune_unknown({r.id for r in rows})
-                self._refresh_wdeg(self._graph.g.nodes)
-                if records:
-                    self._newest_t = max(self._newest_t, max(r.created_at_s for r in records))
+        if snap is not None:
+            self._dim = int(snap.what.shape[1])
+            self._mirror = Mirror(self._dim)
+            self._mirror.append(snap.records, snap.what, snap.where)
+            self._graph = snap.graph
+            self._refresh_wdeg(self._graph.g.nodes)
+            if snap.records:
+                self._newest_t = max(self._newest_t,
+                                     max(r.created_at_s for r in snap.records))
+        elif self._use_mirror:
+            self._load_mirror()
+        if self._snapshot_file is not None:
+            self._store.track_changes()
         raw = state.get("sj_buffer")
         if isinstance(raw, str):
             try:
@@ -268,11 +267,75 @@ class ScrubJayMemory:
                 logger.warning("Ignoring an unreadable prospective buffer in namespace %r",
                                self.namespace)
 
+    def _load_mirror(self) -> None:
+        """Build the mirror and the graph from every row in Chroma."""
+        rows = list(self._store.iter_all(vectors=True))
+        if rows:
+            self._dim = self._dim or int(len(rows[0].what))  # type: ignore[arg-type]
+        if self._dim is None:
+            return
+        self._mirror = Mirror(self._dim)
+        records = [self._record(r) for r in rows]
+        zero = np.zeros(self._dim, dtype=np.float32)
+        if rows:
+            self._mirror.append(
+                records, np.stack([r.what for r in rows]).astype(np.float32),
+                np.stack([r.where if r.where is not None else zero
+                          for r in rows]).astype(np.float32))
+        for r in rows:
+            self._graph.loads(r.id, r.meta.get("sj_edges"))
+        self._graph.prune_unknown({r.id for r in rows})
+        self._refresh_wdeg(self._graph.g.nodes)
+        if records:
+            self._newest_t = max(self._newest_t, max(r.created_at_s for r in records))
+
+    # ------------------------------------------------------------------ snapshot (embedded)
+    def _load_snapshot(self) -> Snapshot | None:
+        """The saved mirror and graph, if this is an embedded store with a mirror and the
+        snapshot file matches the store exactly (else None: the mirror comes from Chroma)."""
+        if self._snapshot_file is None or not self._use_mirror:
+            return None
+        marker = self._store.change_marker()
+        if marker is None:
+            return None
+        snap = load_snapshot(self._snapshot_file, marker, self._dim,
+                             EpisodicGraph(self.config.graph))
+        if snap is not None:
+            self._snapshot_marker = marker
+        return snap
+
+    def _save_snapshot(self) -> None:
+        """At close: save the mirror and graph when they changed since the snapshot was read
+        and every write since the open was ours (best effort; a failure only costs speed)."""
+        if self._snapshot_file is None or self._mirror is None:
+            return
+        try:
+            marker = self._store.untouched_since_tracked()
+            if marker is None:
+                remove_snapshot(self._snapshot_file)
+            elif marker != self._snapshot_marker:
+                view = self._mirror.view()
+                save_snapshot(self._snapshot_file, marker, view.records, view.what,
+                              view.where, self._graph)
+        except Exception as exc:
+            logger.warning("Could not save the snapshot of namespace %r: %s: %s",
+                           self.namespace, type(exc).__name__, exc)
+            remove_snapshot(self._snapshot_file)
+
     def close(self) -> None:
-        """Release the store (the embedded folder's process lock). Idempotent."""
+        """Release the store (the embedded folder's process lock). Idempotent.
+
+        An embedded store first saves a snapshot of its mirror, for a fast reopen (only an
+        explicit close or ``with`` block does; garbage collection just releases the store).
+        """
+        self._release(save_snapshot=True)
+
+    def _release(self, *, save_snapshot: bool) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                if save_snapshot:
+                    self._save_snapshot()
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
@@ -284,8 +347,8 @@ class ScrubJayMemory:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
+        try:  # no file writes here: at interpreter exit even open() may be gone
+            self._release(save_snapshot=False)
         except Exception:
             pass
 
@@ -1066,6 +1129,9 @@ class ScrubJayMemory:
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         gone = set(ids)
+        if self._snapshot_file is not None:  # no copy of a deleted memory's text on disk
+            remove_snapshot(self._snapshot_file)
+            self._snapshot_marker = None
         if self._use_mirror:
             changed: set[str] = set()
             for mid in ids:
@@ -1097,6 +1163,9 @@ class ScrubJayMemory:
         """Delete every memory of this namespace, its collections and its buffer."""
         with self._lock:
             self._check_open()
+            if self._snapshot_file is not None:
+                remove_snapshot(self._snapshot_file)
+                self._snapshot_marker = None
             self._store.drop()
             self._graph = EpisodicGraph(self.config.graph)
             self._mirror = Mirror(self._dim) if self._dim is not None else None
@@ -1106,6 +1175,8 @@ class ScrubJayMemory:
             self._store = ChromaStore(client=self._store.client, namespace=self.namespace,
                                       prefix=self._store.prefix) if self._store.path is None \
                 else self._reopen_store()
+            if self._snapshot_file is not None:
+                self._store.track_changes()
 
     def purge(self) -> bool:
         """Erase the bytes of deleted memories from an embedded store's files.
