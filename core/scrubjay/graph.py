@@ -135,15 +135,23 @@ class EpisodicGraph:
                 if w_min >= w:
                     weak[other] = (w_min, j_min)
                     continue
-                self.g.remove_edge(other, j_min)
+                del theirs[j_min]  # Graph.remove_edge, without its checks
+                del adj[j_min][other]
                 weak.pop(other, None)
-                weak.pop(j_min, None)
+                if weak.get(j_min, (0.0, ""))[1] == other:
+                    del weak[j_min]
                 changed.add(j_min)
-            self.g.add_edge(node, other, weight=w, semantic=semantic[k],
-                            contextual=contextual[k], temporal=temporal[k])
-            weak.pop(other, None)
-            weak.pop(node, None)
+            data = {"weight": w, "semantic": semantic[k], "contextual": contextual[k],
+                    "temporal": temporal[k]}
+            mine[other] = data  # Graph.add_edge between two existing nodes
+            theirs[node] = data
+            for a, b in ((node, other), (other, node)):
+                if a in weak:
+                    weak[a] = min(weak[a], (w, b))
             changed.add(other)
+        clear = getattr(nx, "_clear_cache", None)  # networkx >= 3.3 caches derived views
+        if clear is not None:
+            clear(self.g)
         return changed
 
     def remove(self, node: str) -> set[str]:

@@ -248,8 +248,8 @@ class ScrubJayMemory:
             self._dim = int(snap.what.shape[1])
             self._mirror = Mirror(self._dim)
             self._mirror.append(snap.records, snap.what, snap.where)
+            self._mirror.wdeg[: len(snap.records)] = snap.wdeg
             self._graph = snap.graph
-            self._refresh_wdeg(self._graph.g.nodes)
             if snap.records:
                 self._newest_t = max(self._newest_t,
                                      max(r.created_at_s for r in snap.records))
@@ -316,7 +316,7 @@ class ScrubJayMemory:
             elif marker != self._snapshot_marker:
                 view = self._mirror.view()
                 save_snapshot(self._snapshot_file, marker, view.records, view.what,
-                              view.where, self._graph)
+                              view.where, self._mirror.wdeg[: len(view)], self._graph)
         except Exception as exc:
             logger.warning("Could not save the snapshot of namespace %r: %s: %s",
                            self.namespace, type(exc).__name__, exc)
@@ -402,10 +402,11 @@ class ScrubJayMemory:
     def _refresh_wdeg(self, nodes: Iterable[str]) -> None:
         if self._mirror is None:
             return
+        adj = self._graph.g._adj  # plain dicts: networkx's views iterate through the ABCs
         for node in nodes:
-            if node in self._graph.g:
-                self._mirror.set_wdeg(node, float(sum(d["weight"] for d in
-                                                      self._graph.g[node].values())))
+            nbrs = adj.get(node)
+            if nbrs is not None:
+                self._mirror.set_wdeg(node, float(sum(d["weight"] for d in nbrs.values())))
 
     # ------------------------------------------------------------------ store
     def add(self, text: str, context: str = "", at: Timestamp | None = None,
@@ -585,13 +586,11 @@ class ScrubJayMemory:
             e = np.where(pick >= 0, merged[0], -np.inf)
             order = np.lexsort((ids.astype(str), -e), axis=1)  # by (-weight, id), invalid last
             counts = (pick >= 0).sum(axis=1)
-            e, s_, c_, t_, ids = (np.take_along_axis(a, order, axis=1)
+            e, s_, c_, t_, ids = (np.take_along_axis(a, order, axis=1).tolist()
                                   for a in (*merged, ids))
-            for r in range(hi - lo):
-                m = int(counts[r])
-                changed |= graph.link_ranked(
-                    records[lo + r].id, ids[r, :m].tolist(), e[r, :m].tolist(),
-                    s_[r, :m].tolist(), c_[r, :m].tolist(), t_[r, :m].tolist(), weakest)
+            for r, m in enumerate(counts.tolist()):
+                changed |= graph.link_ranked(records[lo + r].id, ids[r][:m], e[r][:m],
+                                             s_[r][:m], c_[r][:m], t_[r][:m], weakest)
         return changed
 
     def _link_candidates(self, records: list[MemoryRecord], what: NDArray[np.float32],

@@ -49,6 +49,8 @@ class Snapshot:
     records: list[MemoryRecord]
     what: NDArray[np.float32]
     where: NDArray[np.float32]
+    wdeg: NDArray[np.float64]
+    """Each row's weighted degree, as the mirror held it."""
     graph: EpisodicGraph
 
 
@@ -89,7 +91,7 @@ def _checksum(arrays: dict[str, NDArray]) -> int:
 
 def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
                   what: NDArray[np.float32], where: NDArray[np.float32],
-                  graph: EpisodicGraph) -> None:
+                  wdeg: NDArray[np.float64], graph: EpisodicGraph) -> None:
     """Write the snapshot atomically (a temporary file, then a rename)."""
     arrays: dict[str, NDArray] = {
         "version": np.array([SNAPSHOT_VERSION], dtype=np.int64),
@@ -114,6 +116,7 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
     has_where = np.flatnonzero(np.any(where != 0, axis=1))
     arrays["where_rows"] = has_where.astype(np.int64)
     arrays["where"] = np.ascontiguousarray(where[has_where], dtype=np.float32)
+    arrays["wdeg"] = np.asarray(wdeg, dtype=np.float64)
     arrays.update(_edge_arrays(records, graph))
     arrays["crc"] = np.array([_checksum(arrays)], dtype=np.int64)
     tmp = path.with_name(path.name + ".tmp")
@@ -179,7 +182,7 @@ def _decode(arrays: dict[str, NDArray], dim: int | None, graph: EpisodicGraph) -
     where[arrays["where_rows"]] = arrays["where"]
     floats = {name: arrays[f"f_{name}"].tolist() for name in _FLOATS}
     if any(len(cols[name]) != n for name in _STRINGS) or any(
-            len(floats[name]) != n for name in _FLOATS):
+            len(floats[name]) != n for name in _FLOATS) or arrays["wdeg"].shape != (n,):
         raise ValueError("columns of unequal length")
     records = [
         MemoryRecord(id=cols["id"][i], text=cols["text"][i], context=cols["context"][i],
@@ -195,4 +198,4 @@ def _decode(arrays: dict[str, NDArray], dim: int | None, graph: EpisodicGraph) -
     graph.add_edges_from_arrays(
         ids, arrays["edge_u"].tolist(), arrays["edge_v"].tolist(),
         *(arrays[f"edge_{name}"].tolist() for name in _EDGE_FLOATS))
-    return Snapshot(records=records, what=what, where=where, graph=graph)
+    return Snapshot(records=records, what=what, where=where, wdeg=arrays["wdeg"], graph=graph)

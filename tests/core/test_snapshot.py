@@ -79,6 +79,20 @@ def test_reopen_reads_the_snapshot_and_restores_everything(tmp_path: Path,
     mem.close()
 
 
+def test_a_store_without_contexts_reopens_from_the_snapshot(
+        tmp_path: Path, no_chroma_rebuild: list[int]) -> None:
+    """The where collection of such a store was never written (no sequence number)."""
+    folder = tmp_path / "store"
+    mem = _open(folder)
+    mem.add_many([{"text": f"plain note {i}", "at": T0 + i} for i in range(20)])
+    before = _state(mem)
+    mem.close()
+    no_chroma_rebuild.clear()
+    mem = _open(folder)
+    assert no_chroma_rebuild == [] and _state(mem) == before
+    mem.close()
+
+
 def test_a_stale_snapshot_falls_back_to_chroma(tmp_path: Path, no_chroma_rebuild: list[int],
                                                caplog: pytest.LogCaptureFixture) -> None:
     folder = tmp_path / "store"
