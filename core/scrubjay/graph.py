@@ -187,10 +187,11 @@ class EpisodicGraph:
     # -- persistence: each memory's adjacency as a compact JSON string in its metadata -----
     def dumps(self, node: str) -> str:
         """``node``'s edges as JSON ``[[other, weight, e_S, e_C, e_T], ...]``."""
-        if node not in self.g:
+        nbrs = self.g._adj.get(node)  # the plain dict, not a view
+        if nbrs is None:
             return "[]"
         rows = [[j, float(d["weight"]), float(d["semantic"]), float(d["contextual"]),
-                 float(d["temporal"])] for j, d in sorted(self.g[node].items())]
+                 float(d["temporal"])] for j, d in sorted(nbrs.items())]
         return json.dumps(rows, separators=(",", ":"))
 
     def loads(self, node: str, payload: str | None) -> None:

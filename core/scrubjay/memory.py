@@ -75,7 +75,7 @@ class _Prepared:
     id: str
 
 
-#: Rows of a batch linked per block (chosen: bounds the (N, block) similarity matrices of
+#: Rows of a batch linked per block (chosen: bounds the (block, N) similarity matrices of
 #: the link scan to a few tens of MB at N = 20,000).
 _LINK_BLOCK = 128
 
