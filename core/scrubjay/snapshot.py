@@ -60,11 +60,16 @@ def snapshot_path(folder: str | os.PathLike[str], namespace: str) -> Path:
 
 
 def remove_snapshot(path: Path) -> None:
-    """Delete a snapshot file if there is one."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError as exc:  # pragma: no cover - a read-only folder
-        logger.warning("Could not remove the snapshot %s: %s", path, exc)
+    """Delete a snapshot file if there is one (and a temporary one left by a crash)."""
+    for p in (path, _temporary(path)):
+        try:
+            p.unlink(missing_ok=True)
+        except OSError as exc:  # pragma: no cover - a read-only folder
+            logger.warning("Could not remove the snapshot %s: %s", p, exc)
+
+
+def _temporary(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
 
 
 def _pack(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
@@ -119,7 +124,7 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
     arrays["wdeg"] = np.asarray(wdeg, dtype=np.float64)
     arrays.update(_edge_arrays(records, graph))
     arrays["crc"] = np.array([_checksum(arrays)], dtype=np.int64)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = _temporary(path)
     with open(tmp, "wb") as fh:
         np.savez(fh, **arrays)
         fh.flush()
