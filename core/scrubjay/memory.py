@@ -317,7 +317,7 @@ class ScrubJayMemory:
                 view = self._mirror.view()
                 save_snapshot(self._snapshot_file, marker, view.records, view.what,
                               view.where, self._mirror.wdeg[: len(view)], self._graph)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - best effort: the store itself is intact
             logger.warning("Could not save the snapshot of namespace %r: %s: %s",
                            self.namespace, type(exc).__name__, exc)
             remove_snapshot(self._snapshot_file)

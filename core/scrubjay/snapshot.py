@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from .graph import EpisodicGraph
 from .types import MemoryRecord
 
-__all__ = ["Snapshot", "snapshot_path", "save_snapshot", "load_snapshot", "remove_snapshot"]
+__all__ = ["Snapshot", "load_snapshot", "remove_snapshot", "save_snapshot", "snapshot_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,7 +171,7 @@ def load_snapshot(path: Path, marker: str, dim: int | None, graph: EpisodicGraph
             logger.info("Ignoring a stale snapshot (the store changed since): %s", path)
             return None
         return _decode(arrays, dim, graph)
-    except Exception as exc:  # a torn, truncated or foreign file: rebuild from Chroma
+    except Exception as exc:  # noqa: BLE001 - a torn or foreign file: rebuild from Chroma
         logger.warning("Ignoring an unreadable snapshot %s: %s: %s", path, type(exc).__name__,
                        exc)
         return None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from scrubjay import ScrubJayConfig, ScrubJayMemory, SearchConfig
 from scrubjay.config import GraphConfig, LLMConfig
 from scrubjay.embedding import CallableEmbedder
