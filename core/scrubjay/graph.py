@@ -19,7 +19,7 @@ linking uses, and :class:`EpisodicGraph` is the data structure.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -72,6 +72,11 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
     return e, e_s, e_c, e_t
 
 
+def _weakest(nbrs: Mapping[str, Mapping[str, float]]) -> tuple[float, str]:
+    """The weakest edge ``(weight, other)`` of an adjacency dict (ties: the smallest id)."""
+    return min((d["weight"], j) for j, d in nbrs.items())
+
+
 class EpisodicGraph:
     """Undirected typed graph over memory ids, degree-capped at ``cfg.max_neighbors``."""
 
@@ -93,30 +98,60 @@ class EpisodicGraph:
 
         Returns the ids whose adjacency changed (for persistence).
         """
+        ranked = sorted((e for e in edges if e.weight >= self.cfg.min_edge_weight),
+                        key=lambda e: (-e.weight, e.other))
+        return self.link_ranked(node, [e.other for e in ranked], [e.weight for e in ranked],
+                                [e.semantic for e in ranked], [e.contextual for e in ranked],
+                                [e.temporal for e in ranked])
+
+    def link_ranked(self, node: str, others: Sequence[str], weight: Sequence[float],
+                    semantic: Sequence[float], contextual: Sequence[float],
+                    temporal: Sequence[float],
+                    weakest: dict[str, tuple[float, str]] | None = None) -> set[str]:
+        """:meth:`link` for candidates already ranked by ``(-weight, other)`` and at least
+        ``min_edge_weight`` (plain lists: the batch linking ranks them with numpy).
+
+        The rule, per candidate in rank order until ``node`` has ``max_neighbors`` edges: link
+        when the other end has room, or when its weakest edge ``(w, j)`` (smallest by weight,
+        then id) is weaker than this one, which then replaces it. ``weakest`` caches each
+        node's weakest edge across calls; the caller owns it and must drop it as soon as the
+        graph changes other than through this method.
+        """
         self.g.add_node(node)
         cap = self.cfg.max_neighbors
-        changed: set[str] = set()
+        changed = {node}
         adj = self.g._adj  # networkx's own adjacency dicts: no view objects in the hot loop
-        ranked = sorted((e for e in edges if e.other != node and e.other in adj
-                         and e.weight >= self.cfg.min_edge_weight),
-                        key=lambda e: (-e.weight, e.other))
+        weak = {} if weakest is None else weakest
         mine = adj[node]
-        for e in ranked:
+        for k, other in enumerate(others):
             if len(mine) >= cap:
                 break
-            if e.other in mine:
+            theirs = adj.get(other)
+            if theirs is None or other == node or other in mine:
                 continue
-            theirs = adj[e.other]
+            w = weight[k]
             if len(theirs) >= cap:
-                w_min, j_min = min((d["weight"], j) for j, d in theirs.items())
-                if w_min >= e.weight:
+                w_min, j_min = weak.get(other) or _weakest(theirs)
+                if w_min >= w:
+                    weak[other] = (w_min, j_min)
                     continue
-                self.g.remove_edge(e.other, j_min)
+                del theirs[j_min]  # Graph.remove_edge, without its checks
+                del adj[j_min][other]
+                weak.pop(other, None)
+                if weak.get(j_min, (0.0, ""))[1] == other:
+                    del weak[j_min]
                 changed.add(j_min)
-            self.g.add_edge(node, e.other, weight=e.weight, semantic=e.semantic,
-                            contextual=e.contextual, temporal=e.temporal)
-            changed.update((node, e.other))
-        changed.add(node)
+            data = {"weight": w, "semantic": semantic[k], "contextual": contextual[k],
+                    "temporal": temporal[k]}
+            mine[other] = data  # Graph.add_edge between two existing nodes
+            theirs[node] = data
+            for a, b in ((node, other), (other, node)):
+                if a in weak:
+                    weak[a] = min(weak[a], (w, b))
+            changed.add(other)
+        clear = getattr(nx, "_clear_cache", None)  # networkx >= 3.3 caches derived views
+        if clear is not None:
+            clear(self.g)
         return changed
 
     def remove(self, node: str) -> set[str]:
@@ -152,10 +187,11 @@ class EpisodicGraph:
     # -- persistence: each memory's adjacency as a compact JSON string in its metadata -----
     def dumps(self, node: str) -> str:
         """``node``'s edges as JSON ``[[other, weight, e_S, e_C, e_T], ...]``."""
-        if node not in self.g:
+        nbrs = self.g._adj.get(node)  # the plain dict, not a view
+        if nbrs is None:
             return "[]"
         rows = [[j, float(d["weight"]), float(d["semantic"]), float(d["contextual"]),
-                 float(d["temporal"])] for j, d in sorted(self.g[node].items())]
+                 float(d["temporal"])] for j, d in sorted(nbrs.items())]
         return json.dumps(rows, separators=(",", ":"))
 
     def loads(self, node: str, payload: str | None) -> None:
@@ -171,6 +207,22 @@ class EpisodicGraph:
             if isinstance(row, list) and len(row) == 5 and isinstance(row[0], str):
                 self.g.add_edge(node, row[0], weight=float(row[1]), semantic=float(row[2]),
                                 contextual=float(row[3]), temporal=float(row[4]))
+
+    def add_edges_from_arrays(self, nodes: Sequence[str], u: Sequence[int], v: Sequence[int],
+                              weight: Sequence[float], semantic: Sequence[float],
+                              contextual: Sequence[float], temporal: Sequence[float]) -> None:
+        """Add ``nodes`` and the edges ``nodes[u[k]] -- nodes[v[k]]`` with their weights (a
+        snapshot's bulk load: networkx's adjacency dicts are filled directly)."""
+        self.g.add_nodes_from(nodes)
+        adj = self.g._adj
+        for a, b, w, s, c, t in zip(u, v, weight, semantic, contextual, temporal, strict=True):
+            na, nb = nodes[a], nodes[b]
+            data = {"weight": w, "semantic": s, "contextual": c, "temporal": t}
+            adj[na][nb] = data
+            adj[nb][na] = data
+        clear = getattr(nx, "_clear_cache", None)  # networkx >= 3.3 caches derived views
+        if clear is not None:
+            clear(self.g)
 
     def prune_unknown(self, known: set[str]) -> None:
         """Drop nodes that :meth:`loads` created for ids no longer stored."""

@@ -37,7 +37,7 @@ from .buffer import BufferBlock, BufferState, block_bonus, gather_block, select_
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
-from .embedding import Embedder, as_embedder
+from .embedding import Embedder, WordLlamaEmbedder, as_embedder
 from .errors import (
     EmbedderMismatchError,
     InvalidInputError,
@@ -45,12 +45,13 @@ from .errors import (
     MemoryNotFoundError,
     ScrubJayError,
 )
-from .graph import Edge, EpisodicGraph, edge_weights, edge_weights_from_similarity
+from .graph import EpisodicGraph, edge_weights, edge_weights_from_similarity
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
 from .scoring import adaptive_weights, relevance_bound, relevance_key
+from .snapshot import Snapshot, load_snapshot, remove_snapshot, save_snapshot, snapshot_path
 from .store import (
     INDEX_DRIFT_MAX_RAD,
     ChromaStore,
@@ -107,6 +108,59 @@ class _Prepared:
     at_s: float
     metadata: dict[str, Any]
     id: str
+
+
+#: Rows of a batch linked per block (chosen: bounds the (block, N) similarity matrices of
+#: the link scan to a few tens of MB at N = 20,000).
+_LINK_BLOCK = 128
+
+_CandidateRow = tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+                      NDArray[np.float64], Sequence[str]]
+_NO_CANDIDATES: _CandidateRow = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), [])
+
+
+def _strongest(comps: tuple[NDArray[np.float64], ...], allowed: NDArray[np.bool_], width: int,
+               min_weight: float) -> tuple[tuple[NDArray[np.float64], ...], NDArray[np.intp]]:
+    """Per row, the ``width`` columns of largest ``comps[0]`` among those allowed and at least
+    ``min_weight``: ``(comps gathered, column indices)``, a column index of -1 marking a slot
+    that no allowed column filled (its weights are meaningless)."""
+    e = comps[0]
+    key = np.where(allowed & (e >= min_weight), e, -np.inf)
+    if key.shape[1] > width:  # O(W) selection per row
+        cols = np.argpartition(-key, width - 1, axis=1)[:, :width]
+    else:
+        cols = np.broadcast_to(np.arange(key.shape[1]), key.shape)
+    picked = tuple(np.take_along_axis(a, cols, axis=1) for a in comps)
+    cols = np.where(np.isfinite(np.take_along_axis(key, cols, axis=1)), cols, -1)
+    return picked, cols
+
+
+@dataclass(slots=True)
+class _Candidates:
+    """Existing link candidates of each new item of a batch, as padded ``(B, W)`` arrays."""
+
+    weights: tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64],
+                   NDArray[np.float64]]
+    """``(e, e_S, e_C, e_T)`` of Eq. 7."""
+    ids: NDArray[np.object_]
+    """The candidate ids (``""`` in padding)."""
+    valid: NDArray[np.bool_]
+    """False in padding."""
+
+    @classmethod
+    def pad(cls, rows: Sequence[_CandidateRow]) -> _Candidates:
+        """Stack ragged per-item candidate rows, padding each to the longest."""
+        width = max((len(r[4]) for r in rows), default=0)
+        weights = tuple(np.zeros((len(rows), width)) for _ in range(4))
+        ids = np.full((len(rows), width), "", dtype=object)
+        valid = np.zeros((len(rows), width), dtype=bool)
+        for i, row in enumerate(rows):
+            m = len(row[4])
+            for j in range(4):
+                weights[j][i, :m] = row[j]
+            ids[i, :m] = list(row[4])
+            valid[i, :m] = True
+        return cls(weights=weights, ids=ids, valid=valid)  # type: ignore[arg-type]
 
 
 class ScrubJayMemory:
@@ -208,6 +262,9 @@ class ScrubJayMemory:
         self._drift_max = 0.0
         self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
         self._closed = False
+        self._snapshot_file = (snapshot_path(self._store.path, self.namespace)
+                               if self._store.path is not None else None)
+        self._snapshot_marker: str | None = None  # the marker of the snapshot read at open
         try:
             self._open()
         except BaseException:
@@ -225,30 +282,24 @@ class ScrubJayMemory:
                     f"({dim}-d); it cannot be used with {self._embedder.name!r}. Reopen it with "
                     "the same embedder, or use a new namespace.")
             self._dim = dim
-        if self._embedded:
+        snap = self._load_snapshot()
+        if self._embedded and snap is None:
             self._store.reconcile()
         state = self._store.state()
         self._newest_t = float(state.get("sj_newest_t", -math.inf))
-        if self._use_mirror:
-            rows = list(self._store.iter_all(vectors=True))
-            if rows:
-                self._dim = self._dim or int(len(rows[0].what))  # type: ignore[arg-type]
-            if self._dim is not None:
-                self._mirror = Mirror(self._dim)
-                records = [self._record(r) for r in rows]
-                zero = np.zeros(self._dim, dtype=np.float32)
-                if rows:
-                    self._mirror.append(
-                        records, np.stack([r.what for r in rows]).astype(np.float32),
-                        np.stack([r.where if r.where is not None else zero
-                                  for r in rows]).astype(np.float32),
-                        drift=[r.drift_rad for r in rows])
-                for r in rows:
-                    self._graph.loads(r.id, r.meta.get("sj_edges"))
-                self._graph.prune_unknown({r.id for r in rows})
-                self._refresh_wdeg(self._graph.g.nodes)
-                if records:
-                    self._newest_t = max(self._newest_t, max(r.created_at_s for r in records))
+        if snap is not None:
+            self._dim = int(snap.what.shape[1])
+            self._mirror = Mirror(self._dim)
+            self._mirror.append(snap.records, snap.what, snap.where, drift=snap.drift)
+            self._mirror.wdeg[: len(snap.records)] = snap.wdeg
+            self._graph = snap.graph
+            if snap.records:
+                self._newest_t = max(self._newest_t,
+                                     max(r.created_at_s for r in snap.records))
+        elif self._use_mirror:
+            self._load_mirror()
+        if self._snapshot_file is not None:
+            self._store.track_changes()
         raw = state.get("sj_buffer")
         if isinstance(raw, str):
             try:
@@ -259,11 +310,77 @@ class ScrubJayMemory:
                 logger.warning("Ignoring an unreadable prospective buffer in namespace %r",
                                self.namespace)
 
+    def _load_mirror(self) -> None:
+        """Build the mirror and the graph from every row in Chroma."""
+        rows = list(self._store.iter_all(vectors=True))
+        if rows:
+            self._dim = self._dim or int(len(rows[0].what))  # type: ignore[arg-type]
+        if self._dim is None:
+            return
+        self._mirror = Mirror(self._dim)
+        records = [self._record(r) for r in rows]
+        zero = np.zeros(self._dim, dtype=np.float32)
+        if rows:
+            self._mirror.append(
+                records, np.stack([r.what for r in rows]).astype(np.float32),
+                np.stack([r.where if r.where is not None else zero
+                          for r in rows]).astype(np.float32),
+                drift=[r.drift_rad for r in rows])
+        for r in rows:
+            self._graph.loads(r.id, r.meta.get("sj_edges"))
+        self._graph.prune_unknown({r.id for r in rows})
+        self._refresh_wdeg(self._graph.g.nodes)
+        if records:
+            self._newest_t = max(self._newest_t, max(r.created_at_s for r in records))
+
+    # ------------------------------------------------------------------ snapshot (embedded)
+    def _load_snapshot(self) -> Snapshot | None:
+        """The saved mirror and graph, if this is an embedded store with a mirror and the
+        snapshot file matches the store exactly (else None: the mirror comes from Chroma)."""
+        if self._snapshot_file is None or not self._use_mirror:
+            return None
+        marker = self._store.change_marker()
+        if marker is None:
+            return None
+        snap = load_snapshot(self._snapshot_file, marker, self._dim,
+                             EpisodicGraph(self.config.graph))
+        if snap is not None:
+            self._snapshot_marker = marker
+        return snap
+
+    def _save_snapshot(self) -> None:
+        """At close: save the mirror and graph when they changed since the snapshot was read
+        and every write since the open was ours (best effort; a failure only costs speed)."""
+        if self._snapshot_file is None or self._mirror is None:
+            return
+        try:
+            marker = self._store.untouched_since_tracked()
+            if marker is None:
+                remove_snapshot(self._snapshot_file)
+            elif marker != self._snapshot_marker:
+                view = self._mirror.view()
+                save_snapshot(self._snapshot_file, marker, view.records, view.what,
+                              view.where, self._mirror.wdeg[: len(view)], self._graph,
+                              drift=self._mirror.drift[: len(view)])
+        except Exception as exc:  # noqa: BLE001 - best effort: the store itself is intact
+            logger.warning("Could not save the snapshot of namespace %r: %s: %s",
+                           self.namespace, type(exc).__name__, exc)
+            remove_snapshot(self._snapshot_file)
+
     def close(self) -> None:
-        """Release the store (the embedded folder's process lock). Idempotent."""
+        """Release the store (the embedded folder's process lock). Idempotent.
+
+        An embedded store first saves a snapshot of its mirror, for a fast reopen (only an
+        explicit close or ``with`` block does; garbage collection just releases the store).
+        """
+        self._release(save_snapshot=True)
+
+    def _release(self, *, save_snapshot: bool) -> None:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                if save_snapshot:
+                    self._save_snapshot()
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
@@ -277,8 +394,8 @@ class ScrubJayMemory:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:
-            self.close()
+        try:  # no file writes here: at interpreter exit even open() may be gone
+            self._release(save_snapshot=False)
         except Exception:
             pass
 
@@ -332,10 +449,11 @@ class ScrubJayMemory:
     def _refresh_wdeg(self, nodes: Iterable[str]) -> None:
         if self._mirror is None:
             return
+        adj = self._graph.g._adj  # plain dicts: networkx's views iterate through the ABCs
         for node in nodes:
-            if node in self._graph.g:
-                self._mirror.set_wdeg(node, float(sum(d["weight"] for d in
-                                                      self._graph.g[node].values())))
+            nbrs = adj.get(node)
+            if nbrs is not None:
+                self._mirror.set_wdeg(node, float(sum(d["weight"] for d in nbrs.values())))
 
     # ------------------------------------------------------------------ store
     def add(self, text: str, context: str = "", at: Timestamp | None = None,
@@ -418,8 +536,11 @@ class ScrubJayMemory:
         what = self._embed([f"{p.text} {a}".strip() if a else p.text
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
+        # the bundled embedder is the estimator's: it reuses these rows when what = text
+        reuse = isinstance(self._embedder, WordLlamaEmbedder) and not any(annotations)
         labels = self._classifier.classify_many([p.text for p in items],
-                                                [p.context for p in items], what, where)
+                                                [p.context for p in items], what, where,
+                                                vectors_by=self._embedder.name if reuse else None)
         records = [MemoryRecord(id=p.id, text=p.text, context=p.context, label=c.label,
                                 pi=float(c.pi), tau_s=float(c.tau_s),
                                 value=float(self.config.decay.default_value),
@@ -470,72 +591,99 @@ class ScrubJayMemory:
 
     def _link(self, records: list[MemoryRecord], what: NDArray[np.float32],
               where: NDArray[np.float32], graph: EpisodicGraph) -> set[str]:
-        """Link each new memory to its strongest neighbours (existing and earlier in the batch)."""
+        """Link each new memory to its strongest neighbours (existing and earlier in the batch).
+
+        Each new item considers its ``4 * max_neighbors`` strongest candidates, as one add()
+        does against the mirror: the union of the best existing ones and the best earlier ones
+        of the batch, cut to that count. Candidates are chosen and ranked with numpy over
+        blocks of the batch; only the degree-capped insertion (:meth:`EpisodicGraph.link_ranked`,
+        inherently sequential) runs per item.
+        """
         cfg = self.config.graph
-        changed: set[str] = set()
         if cfg.max_neighbors == 0:
             for r in records:
                 graph.add_node(r.id)
             return {r.id for r in records}
         existing = self._link_candidates(records, what, where, graph)
-        t_new = np.array([r.created_at_s for r in records])
-        # Each new item considers its 4 * max_neighbors strongest candidates, as one add() does
-        # against the mirror: the union of the best existing ones and the best earlier ones of
-        # the batch, cut to the same count (linking all B earlier items was O(B^2) in Python).
         width = 4 * cfg.max_neighbors
-        batch_ids = [r.id for r in records]
+        t_new = np.array([r.created_at_s for r in records])
+        batch_ids = np.array([r.id for r in records], dtype=object)
         what64, where64 = what.astype(np.float64), where.astype(np.float64)
-        sims_s, sims_c = what64 @ what64.T, where64 @ where64.T  # (B, B), once per batch
-        for i, rec in enumerate(records):
-            e_w, s_w, c_w, t_w, ids = existing(i)
-            if i:
-                e_b, s_b, c_b, tt_b = edge_weights_from_similarity(
-                    sims_s[i, :i], sims_c[i, :i], np.abs(t_new[:i] - t_new[i]), cfg)
-                e_w = np.concatenate([e_w, e_b])
-                s_w = np.concatenate([s_w, s_b])
-                c_w = np.concatenate([c_w, c_b])
-                t_w = np.concatenate([t_w, tt_b])
-                ids = list(ids) + batch_ids[:i]
-            keep = np.flatnonzero(e_w >= cfg.min_edge_weight)
-            if len(keep) > width:
-                keep = keep[np.argpartition(-e_w[keep], width - 1)[:width]]
-            edges = [Edge(ids[j], float(e_w[j]), float(s_w[j]), float(c_w[j]), float(t_w[j]))
-                     for j in keep]
-            changed |= graph.link(rec.id, edges)
+        has_where = bool(np.any(where))
+        changed: set[str] = set()
+        weakest: dict[str, tuple[float, str]] = {}  # valid while only link_ranked edits graph
+        for lo in range(0, len(records), _LINK_BLOCK):
+            hi = min(len(records), lo + _LINK_BLOCK)
+            # this block against the batch up to it, earlier items only (j < i)
+            sim_s = what64[lo:hi] @ what64[:hi].T
+            sim_c = where64[lo:hi] @ where64[:hi].T if has_where else np.zeros_like(sim_s)
+            comps = edge_weights_from_similarity(sim_s, sim_c,
+                                                 np.abs(t_new[lo:hi, None] - t_new[None, :hi]),
+                                                 cfg)
+            earlier = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]
+            comps, cols = _strongest(comps, earlier, width, cfg.min_edge_weight)
+            # the union with the existing candidates, cut to the strongest `width` again
+            merged, pick = _strongest(
+                tuple(np.concatenate([old[lo:hi], new], axis=1)
+                      for old, new in zip(existing.weights, comps, strict=True)),
+                np.concatenate([existing.valid[lo:hi], cols >= 0], axis=1),
+                width, cfg.min_edge_weight)
+            ids = np.concatenate([existing.ids[lo:hi], batch_ids[np.maximum(cols, 0)]], axis=1)
+            ids = np.take_along_axis(ids, np.maximum(pick, 0), axis=1)
+            e = np.where(pick >= 0, merged[0], -np.inf)
+            order = np.lexsort((ids.astype(str), -e), axis=1)  # by (-weight, id), invalid last
+            counts = (pick >= 0).sum(axis=1)
+            e, s_, c_, t_, ids = (np.take_along_axis(a, order, axis=1).tolist()
+                                  for a in (*merged, ids))
+            for r, m in enumerate(counts.tolist()):
+                changed |= graph.link_ranked(records[lo + r].id, ids[r][:m], e[r][:m],
+                                             s_[r][:m], c_[r][:m], t_[r][:m], weakest)
         return changed
 
     def _link_candidates(self, records: list[MemoryRecord], what: NDArray[np.float32],
-                         where: NDArray[np.float32], graph: EpisodicGraph) -> Callable[
-                             [int], tuple[NDArray, NDArray, NDArray, NDArray, list[str]]]:
-        """A function giving, for new item i, edge weights against existing memories."""
-        cfg = self.config.graph
+                         where: NDArray[np.float32], graph: EpisodicGraph) -> _Candidates:
+        """Edge weights of each new item against existing memories (padded rows)."""
         if self._use_mirror:
             if self._mirror is None or len(self._mirror) == 0:
-                empty = np.zeros(0)
-                return lambda i: (empty, empty, empty, empty, [])
+                return _Candidates.pad([_NO_CANDIDATES] * len(records))
             if not self._scan(len(self._mirror)):
                 return self._link_candidates_hnsw(records, what, where)
-            view = self._mirror.view()
-            ids = view.ids
-            sims_s = view.what @ what.T  # (N, B)
-            sims_c = view.where @ where.T
+            return self._link_candidates_scan(records, what, where)
+        return self._link_candidates_server(records, what, where, graph)
 
-            def from_mirror(i: int) -> tuple[NDArray, NDArray, NDArray, NDArray, list[str]]:
-                s = sims_s[:, i].astype(np.float64)
-                c = sims_c[:, i].astype(np.float64)
-                e_s = np.where(s >= cfg.theta_semantic, s, 0.0)
-                e_c = np.where(c >= cfg.theta_contextual, c, 0.0)
-                gap = np.abs(view.t - records[i].created_at_s)
-                e_t = np.where(gap < cfg.delta_temporal_s,
-                               np.exp(-cfg.lambda_temporal_per_s * gap), 0.0)
-                e = (cfg.weight_semantic * e_s + cfg.weight_contextual * e_c
-                     + cfg.weight_temporal * e_t)
-                k = min(len(e), 4 * cfg.max_neighbors)
-                top = np.argpartition(-e, k - 1)[:k] if len(e) > k else np.arange(len(e))
-                return e[top], e_s[top], e_c[top], e_t[top], [ids[j] for j in top]
-            return from_mirror
+    def _link_candidates_scan(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                              where: NDArray[np.float32]) -> _Candidates:
+        """The ``4 * max_neighbors`` strongest existing memories per new item, by an exact
+        scan of the mirror (row blocks of the batch bound the (block, N) matrices)."""
+        assert self._mirror is not None
+        cfg = self.config.graph
+        view = self._mirror.view()
+        ids = np.array(view.ids, dtype=object)
+        t_new = np.array([r.created_at_s for r in records])
+        has_where = bool(np.any(where)) and bool(np.any(view.where))
+        parts: list[tuple[NDArray[np.float64], ...]] = []
+        id_parts: list[NDArray[np.object_]] = []
+        valid_parts: list[NDArray[np.bool_]] = []
+        for lo in range(0, len(records), _LINK_BLOCK):
+            hi = min(len(records), lo + _LINK_BLOCK)
+            sim_s = (what[lo:hi] @ view.what.T).astype(np.float64)  # (block, N)
+            sim_c = (where[lo:hi] @ view.where.T).astype(np.float64) if has_where else \
+                np.zeros_like(sim_s)
+            comps = edge_weights_from_similarity(
+                sim_s, sim_c, np.abs(view.t[None, :] - t_new[lo:hi, None]), cfg)
+            comps, cols = _strongest(comps, np.ones(sim_s.shape, dtype=bool),
+                                     4 * cfg.max_neighbors, -np.inf)
+            parts.append(comps)
+            id_parts.append(ids[np.maximum(cols, 0)])
+            valid_parts.append(cols >= 0)
+        weights = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
+        return _Candidates(weights=weights, ids=np.concatenate(id_parts),  # type: ignore[arg-type]
+                           valid=np.concatenate(valid_parts))
 
-        # Server mode: candidates from Chroma, then exact edge weights on them.
+    def _link_candidates_server(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                                where: NDArray[np.float32], graph: EpisodicGraph) -> _Candidates:
+        """Server mode: candidates from Chroma, then exact edge weights on them."""
+        cfg = self.config.graph
         k = cfg.max_neighbors
         cand_ids: set[str] = set()
         per_item: list[set[str]] = []
@@ -554,20 +702,19 @@ class ScrubJayMemory:
         for r in rows.values():  # their adjacency, so the degree caps hold
             graph.loads(r.id, r.meta.get("sj_edges"))
         zero = np.zeros(what.shape[1], dtype=np.float32)
-
-        def from_server(i: int) -> tuple[NDArray, NDArray, NDArray, NDArray, list[str]]:
+        out: list[_CandidateRow] = []
+        for i in range(len(records)):
             ids = [c for c in sorted(per_item[i]) if c in rows]
             if not ids:
-                empty = np.zeros(0)
-                return empty, empty, empty, empty, []
+                out.append(_NO_CANDIDATES)
+                continue
             w_what = np.stack([rows[c].what for c in ids])
             w_where = np.stack([rows[c].where if rows[c].where is not None else zero
                                 for c in ids])
             t = np.array([float(rows[c].meta.get("sj_t", 0.0)) for c in ids])
-            e, s, c_, tt = edge_weights(what[i], where[i], records[i].created_at_s, w_what,
-                                        w_where, t, cfg)
-            return e, s, c_, tt, ids
-        return from_server
+            out.append((*edge_weights(what[i], where[i], records[i].created_at_s, w_what,
+                                      w_where, t, cfg), ids))
+        return _Candidates.pad(out)
 
     def _scan(self, n: int) -> bool:
         """Whether a mirror of ``n`` memories is scanned exactly (else HNSW candidates)."""
@@ -575,8 +722,7 @@ class ScrubJayMemory:
         return limit is None or n <= limit
 
     def _link_candidates_hnsw(self, records: list[MemoryRecord], what: NDArray[np.float32],
-                              where: NDArray[np.float32]) -> Callable[
-                                  [int], tuple[NDArray, NDArray, NDArray, NDArray, list[str]]]:
+                              where: NDArray[np.float32]) -> _Candidates:
         """Link candidates for a large mirror: per new item, the union of its nearest
         ``4 * max_neighbors`` by what and by where (Chroma's HNSW, one batched query each) and
         by time (the mirror's creation times, sorted once per batch), with exact edge weights.
@@ -594,8 +740,8 @@ class ScrubJayMemory:
             by_where = dict(zip(has_where, got, strict=True))
         order = np.argsort(view.t, kind="stable")
         t_sorted = view.t[order]
-
-        def from_hnsw(i: int) -> tuple[NDArray, NDArray, NDArray, NDArray, list[str]]:
+        out: list[_CandidateRow] = []
+        for i in range(len(records)):
             rows = {row_of[m] for m in by_what[i] if m in row_of}
             rows.update(row_of[m] for m in by_where.get(i, ()) if m in row_of)
             at = int(np.searchsorted(t_sorted, records[i].created_at_s))
@@ -603,8 +749,8 @@ class ScrubJayMemory:
             idx = np.fromiter(sorted(rows), dtype=np.intp, count=len(rows))
             e, s, c, tt = edge_weights(what[i], where[i], records[i].created_at_s,
                                        view.what[idx], view.where[idx], view.t[idx], cfg)
-            return e, s, c, tt, [view.records[j].id for j in idx]
-        return from_hnsw
+            out.append((e, s, c, tt, [view.records[j].id for j in idx]))
+        return _Candidates.pad(out)
 
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,
@@ -1236,6 +1382,9 @@ class ScrubJayMemory:
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
         gone = set(ids)
+        if self._snapshot_file is not None:  # no copy of a deleted memory's text on disk
+            remove_snapshot(self._snapshot_file)
+            self._snapshot_marker = None
         if self._use_mirror:
             changed: set[str] = set()
             for mid in ids:
@@ -1267,6 +1416,9 @@ class ScrubJayMemory:
         """Delete every memory of this namespace, its collections and its buffer."""
         with self._lock:
             self._check_open()
+            if self._snapshot_file is not None:
+                remove_snapshot(self._snapshot_file)
+                self._snapshot_marker = None
             self._store.drop()
             self._graph = EpisodicGraph(self.config.graph)
             self._mirror = Mirror(self._dim) if self._dim is not None else None
@@ -1276,6 +1428,8 @@ class ScrubJayMemory:
             self._store = ChromaStore(client=self._store.client, namespace=self.namespace,
                                       prefix=self._store.prefix) if self._store.path is None \
                 else self._reopen_store()
+            if self._snapshot_file is not None:
+                self._store.track_changes()
 
     def purge(self) -> bool:
         """Erase the bytes of deleted memories from an embedded store's files.

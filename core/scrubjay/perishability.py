@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -80,6 +81,31 @@ def parse_classification(reply: str, cfg: ClassifierConfig) -> Perishability:
                          tau_s=_clip(tau, cfg.tau_min_s, cfg.tau_max_s), source="llm")
 
 
+#: Memories featurised per estimator call (chosen: the feature matrix has ~8,700 columns, so a
+#: batch of 10,000 in one call materialised 350 MB; blocks of 256 stay in cache and give the
+#: same rows, every feature being computed per text).
+ESTIMATE_CHUNK = 256
+
+
+class _KnownVectors:
+    """An embedder that answers from rows already computed by the same model.
+
+    ``known`` maps a tuple of texts to their rows (as the wrapped embedder would return them:
+    wordllama embeds each text independently of its batch); any other input is embedded.
+    """
+
+    def __init__(self, embedder: Any, known: dict[tuple[str, ...], NDArray[np.float32]]) -> None:
+        self.inner = embedder
+        self.name = embedder.name
+        self.known = known
+
+    def embed(self, texts: Sequence[str], *, query: bool = False) -> NDArray[np.float32]:
+        got = self.known.get(tuple(texts))
+        if got is not None and not query:
+            return got
+        return self.inner.embed(texts, query=query)
+
+
 class Classifier:
     """Classifies memories with the chat model when there is one, else offline.
 
@@ -94,8 +120,14 @@ class Classifier:
         self.stale_ratio = stale_ratio
 
     def classify_many(self, texts: Sequence[str], contexts: Sequence[str],
-                      what: NDArray[np.float32], where: NDArray[np.float32]) -> list[Perishability]:
-        """One :class:`Perishability` per text (LLM per memory when configured, else offline)."""
+                      what: NDArray[np.float32], where: NDArray[np.float32], *,
+                      vectors_by: str | None = None) -> list[Perishability]:
+        """One :class:`Perishability` per text (LLM per memory when configured, else offline).
+
+        ``vectors_by``: the name of the embedder that produced ``what`` from exactly ``texts``
+        and ``where`` from ``contexts``; when it is the estimator's own embedder, the estimator
+        reuses those rows instead of embedding the texts a second time.
+        """
         llm = [self._llm_classify(t, c) if self.llm is not None else None
                for t, c in zip(texts, contexts, strict=True)]
         need_offline = [i for i, p in enumerate(llm) if p is None]
@@ -103,7 +135,8 @@ class Classifier:
             self.cfg.offline == "estimator" and (need_offline or self.cfg.llm_clip_decades)) \
             else []
         estimates = dict(zip(need_estimate, self._estimate(
-            [texts[i] for i in need_estimate], [contexts[i] for i in need_estimate]),
+            [texts[i] for i in need_estimate], [contexts[i] for i in need_estimate],
+            (what[need_estimate], where[need_estimate]) if vectors_by else None, vectors_by),
             strict=True))
         cos = np.einsum("ij,ij->i", what, where)
         out: list[Perishability] = []
@@ -116,14 +149,27 @@ class Classifier:
                 out.append(keyword_classify(texts[i], contexts[i], float(cos[i]), self.cfg))
         return out
 
-    def _estimate(self, texts: list[str], contexts: list[str]) -> list[Perishability]:
+    def _estimate(self, texts: list[str], contexts: list[str],
+                  vectors: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None,
+                  vectors_by: str | None = None) -> list[Perishability]:
         if not texts:
             return []
         from .estimator import lifetime_to_perishability, load_default_model
 
         model, embedder = load_default_model()
-        log_life, labels = model.predict(texts, contexts, embedder)
-        return [lifetime_to_perishability(10.0 ** float(ll), label, stale_ratio=self.stale_ratio,
+        log_life: list[float] = []
+        labels: list[str] = []
+        for lo in range(0, len(texts), ESTIMATE_CHUNK):
+            part_t, part_c = texts[lo:lo + ESTIMATE_CHUNK], contexts[lo:lo + ESTIMATE_CHUNK]
+            known = embedder
+            if vectors is not None and vectors_by == embedder.name:
+                known = _KnownVectors(embedder, {
+                    tuple(part_t): vectors[0][lo:lo + ESTIMATE_CHUNK],
+                    tuple(part_c): vectors[1][lo:lo + ESTIMATE_CHUNK]})
+            ll, lab = model.predict(part_t, part_c, known)
+            log_life.extend(float(x) for x in ll)
+            labels.extend(lab)
+        return [lifetime_to_perishability(10.0 ** ll, label, stale_ratio=self.stale_ratio,
                                           tau_min_s=self.cfg.tau_min_s,
                                           tau_max_s=self.cfg.tau_max_s, pi_min=self.cfg.pi_min)
                 for ll, label in zip(log_life, labels, strict=True)]

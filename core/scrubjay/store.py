@@ -205,6 +205,11 @@ class ChromaStore:
         self.path = path
         self.prefix = prefix
         self._max_batch: int | None = None
+        #: The change marker after this object's last write (embedded stores, once tracked).
+        self._expected_marker: str | None = None
+        #: Whether the namespace may differ from what this object's writes made of it (someone
+        #: else wrote it, or a write of ours failed half-way) since tracking began.
+        self.diverged = False
         try:
             self.what = client.get_or_create_collection(
                 f"{prefix}{namespace}_what", embedding_function=None,
@@ -269,11 +274,85 @@ class ChromaStore:
             return None
         return str(state["sj_embedder"]), int(state["sj_dim"])
 
+    # -- change tracking (embedded stores) --------------------------------------------------
+    def change_marker(self, *, counts: bool = True) -> str | None:
+        """A string that changes with every write to this namespace, or None (not embedded,
+        or a Chroma whose files look different).
+
+        It joins the two collections' ids and the last log sequence number that each one's
+        metadata segment applied (``max_seq_id`` in ``chroma.sqlite3``; Chroma gives every
+        add, update and delete the next number), and with ``counts`` their row counts (a
+        second check, but a count costs a scan: 0.3 s at 100,000 memories).
+        """
+        if self.path is None:
+            return None
+        db = Path(self.path) / "chroma.sqlite3"
+        ids = [str(self.what.id), str(self.where.id)]
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+            try:
+                rows = dict(con.execute(
+                    "SELECT s.collection, m.seq_id FROM segments s JOIN max_seq_id m ON "
+                    "m.segment_id = s.id WHERE s.scope = 'METADATA' AND s.collection IN (?, ?)",
+                    ids).fetchall())
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return None
+        seqs = [rows.get(cid) for cid in ids]
+        marker = "|".join(f"{cid}:{seq!r}" for cid, seq in zip(ids, seqs, strict=True))
+        if not counts:
+            return marker
+        n = [self.count(), int(self.where.count())]
+        if any(seq is None and k for seq, k in zip(seqs, n, strict=True)):
+            return None  # rows, yet no sequence number: not a layout we know
+        return f"{marker}|{n[0]}|{n[1]}"
+
+    def track_changes(self) -> None:
+        """Start tracking this object's writes (see :meth:`untouched_since_tracked`)."""
+        self._expected_marker = self.change_marker(counts=False)
+        self.diverged = False
+
+    def untouched_since_tracked(self) -> str | None:
+        """The full change marker if every write since :meth:`track_changes` was this
+        object's and succeeded, else None."""
+        if self._expected_marker is None or self.diverged:
+            return None
+        if self.change_marker(counts=False) != self._expected_marker:
+            return None
+        return self.change_marker()
+
+    @contextlib.contextmanager
+    def _tracked_write(self) -> Iterator[None]:
+        """Around a write: note a foreign write before it or a failure in it, and record the
+        marker after it."""
+        if self._expected_marker is None:
+            yield
+            return
+        if self.change_marker(counts=False) != self._expected_marker:
+            self.diverged = True
+        try:
+            yield
+        except BaseException:
+            self.diverged = True
+            raise
+        finally:
+            try:
+                self._expected_marker = self.change_marker(counts=False)
+            except StoreError:
+                self.diverged = True
+
     # -- writes ----------------------------------------------------------------------------
     def upsert(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
                what: NDArray[np.float32], where: NDArray[np.float32]) -> None:
         """Write memories (where first, then what: a memory exists once its what row does)."""
         has_where = [i for i in range(len(ids)) if np.any(where[i])]
+        with self._tracked_write():
+            self._upsert(ids, texts, metas, what, where, has_where)
+
+    def _upsert(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
+                what: NDArray[np.float32], where: NDArray[np.float32],
+                has_where: list[int]) -> None:
         try:
             for lo in range(0, len(has_where), _WRITE_BATCH):
                 part = has_where[lo:lo + _WRITE_BATCH]
@@ -290,6 +369,11 @@ class ChromaStore:
                     what: NDArray[np.float32] | None = None) -> None:
         """Merge metadata into existing records (a key set to None is removed); with ``what``,
         also rewrite their index embeddings."""
+        with self._tracked_write():
+            self._update_meta(ids, metas, what)
+
+    def _update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
+                     what: NDArray[np.float32] | None) -> None:
         step = self._update_batch() if what is None else _WRITE_BATCH
         try:
             for lo in range(0, len(ids), step):
@@ -342,6 +426,11 @@ class ChromaStore:
         """Delete memories (what first, then where)."""
         if not ids:
             return
+        with self._tracked_write():
+            self._delete(ids)
+        self._redact_log(ids=ids)
+
+    def _delete(self, ids: Sequence[str]) -> None:
         try:
             for lo in range(0, len(ids), _WRITE_BATCH):
                 self.what.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
@@ -349,7 +438,6 @@ class ChromaStore:
                 self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
         except Exception as exc:
             raise _wrap(f"delete {len(ids)} memories", exc) from exc
-        self._redact_log(ids=ids)
 
     def _redact_log(self, ids: Sequence[str] | None = None,
                     collection_ids: Sequence[str] | None = None) -> None:
