@@ -78,6 +78,31 @@ def test_reopen_reads_the_snapshot_and_restores_everything(tmp_path: Path,
     mem.close()
 
 
+def test_the_rci_drift_bounds_survive_a_snapshot_reopen(tmp_path: Path,
+                                                       no_chroma_rebuild: list[int]) -> None:
+    """RCI defers index rewrites while a bound on the drift stays small; the bound must come
+    back with the snapshot, or later events would let the index drift past it unseen."""
+    import numpy as np
+    from scrubjay import ScrubJayConfig
+    from scrubjay.config import RCIConfig
+
+    folder = tmp_path / "store"
+    cfg = ScrubJayConfig(rci=RCIConfig(eta_what=0.02))
+    mem = ScrubJayMemory(path=folder, namespace=NS, embedder=HashEmbedder(),
+                         clock=FrozenClock(T0 + 7_200), config=cfg)
+    _fill(mem, 0, 40)
+    mem.integrate("note about the garden shed 3 was repainted", store=False)
+    drift = dict(zip(mem._mirror.view().ids, mem._mirror.drift[: len(mem)].tolist()))
+    assert any(d > 0 for d in drift.values())
+    mem.close()
+    no_chroma_rebuild.clear()
+    mem = _open(folder)
+    assert no_chroma_rebuild == []
+    again = dict(zip(mem._mirror.view().ids, mem._mirror.drift[: len(mem)].tolist()))
+    assert again == drift and np.isfinite(list(again.values())).all()
+    mem.close()
+
+
 def test_a_store_without_contexts_reopens_from_the_snapshot(
         tmp_path: Path, no_chroma_rebuild: list[int]) -> None:
     """The where collection of such a store was never written (no sequence number)."""
