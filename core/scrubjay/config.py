@@ -360,9 +360,10 @@ class SearchConfig:
 
     candidates: int = 256
     """Candidates taken from Chroma per channel (what, where) before exact re-scoring: by an
-    embedded relevance search above ``scan_max``, by server searches with paper ranking and by
-    ``prepare`` on a server. A server relevance search starts from ``2 * k`` and widens up to
-    this many only when a memory left out could still enter the top k (chosen)."""
+    embedded relevance search with a context above ``scan_max``, by server searches with paper
+    ranking and by ``prepare`` on a server. A server relevance search, and an embedded one
+    without context above ``scan_max``, start from ``2 * k`` and widen up to this many only
+    when a memory left out could still enter the top k (chosen)."""
     graph_neighbors: bool = True
     """Pull the graph neighbours of candidates in as candidates too."""
     ranking: str = "relevance"

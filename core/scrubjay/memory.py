@@ -785,8 +785,12 @@ class ScrubJayMemory:
             if relevance and not self._use_mirror:
                 return self._server_relevance(e_q, c_q, weights, k, t_q, exclude_stale)
             if self._use_mirror and self._mirror:
-                rows = self._mirror.view() if not relevance or self._scan(len(self._mirror)) \
-                    else self._hnsw_candidates(e_q, c_q)
+                if not relevance or self._scan(len(self._mirror)):
+                    rows = self._mirror.view()
+                elif np.any(c_q):
+                    rows = self._hnsw_candidates(e_q, c_q)
+                else:
+                    rows = self._hnsw_relevance_rows(e_q, weights, k, t_q, exclude_stale)
             else:
                 rows = self._server_candidates(e_q, c_q)
             if exclude_stale:
@@ -831,6 +835,38 @@ class ScrubJayMemory:
         row_of = self._mirror.row_of
         idx = sorted({row_of[m] for m in ids if m in row_of})
         return self._mirror.view().take(idx)
+
+    def _hnsw_relevance_rows(self, e_q: NDArray[np.float32], weights: NDArray[np.float64],
+                             k: int, t_q: float, exclude_stale: bool) -> Rows:
+        """Mirror rows that hold the relevance top ``k`` of a query without context: the
+        ``SERVER_FIRST_PER_K * k`` nearest by Chroma's HNSW index, widened by ``SERVER_WIDEN``
+        (up to ``SearchConfig.candidates``) until the k-th key (exact, from the mirror) is at
+        least the bound of every memory left out. The bound uses the last index similarity,
+        widened by the largest RCI drift between an index vector and its exact one, and the
+        largest value in the mirror: exact up to HNSW's own approximation."""
+        assert self._mirror is not None
+        mirror, v0 = self._mirror, self.config.decay.default_value
+        view = mirror.view()
+        value_max = max(v0, float(view.value.max()))
+        drift_max = float(mirror.drift[: len(view)].max())
+        cap = max(self.config.search.candidates, k)
+        n = min(cap, SERVER_FIRST_PER_K * k)
+        while True:
+            found, sims = self._store.query_scored("what", e_q, n, rows=False)
+            rows = view.take(sorted({mirror.row_of[r.id] for r in found
+                                     if r.id in mirror.row_of}))
+            if len(found) < n or n >= cap:
+                return rows
+            key = relevance_key(weights, rows.what @ e_q, np.zeros(len(rows)), rows.value, v0)
+            if exclude_stale:
+                u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
+                key = key[~is_stale(u, rows.value, self.config.decay.stale_ratio)]
+            kth = float(np.sort(key)[-k]) if len(key) >= k else -math.inf
+            floor = math.acos(max(-1.0, min(1.0, float(sims[-1])))) - drift_max
+            bound = relevance_bound(weights, math.cos(max(0.0, floor)), 0.0, value_max, v0)
+            if bound <= kth:
+                return rows
+            n = min(cap, SERVER_WIDEN * n)
 
     def _server_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
         n = self.config.search.candidates
