@@ -6,71 +6,25 @@ folder) and a real ``chroma run`` server that the session starts on 127.0.0.1.
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from scrubjay import ScrubJayMemory
 from scrubjay.testing import FrozenClock, HashEmbedder
+from scrubjay.testing import chroma_server as start_chroma_server
 
 T0 = 1_764_000_000.0  # 2025-11-24, a fixed "now" for deterministic tests
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _chroma_executable() -> str:
-    exe = Path(sys.executable).with_name("chroma")
-    if exe.exists():
-        return str(exe)
-    found = shutil.which("chroma")
-    if not found:
-        raise RuntimeError("the `chroma` command (from chromadb) is not installed")
-    return found
 
 
 @pytest.fixture(scope="session")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
     """A real `chroma run` server on 127.0.0.1 for the whole test session."""
     folder = tmp_path_factory.mktemp("chroma-server")
-    port = _free_port()
-    log = open(folder / "server.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen([_chroma_executable(), "run", "--path", str(folder / "data"),
-                             "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
-    import chromadb
-
-    deadline = time.time() + 60
-    while True:
-        try:
-            chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-            break
-        except Exception:
-            if proc.poll() is not None or time.time() > deadline:
-                log.close()
-                raise RuntimeError("chroma run did not start: "
-                                   + (folder / "server.log").read_text()[-2000:]) from None
-            time.sleep(0.2)
-    yield "127.0.0.1", port
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    with start_chroma_server(folder / "data", log=folder / "server.log") as address:
+        yield address
 
 
 @pytest.fixture

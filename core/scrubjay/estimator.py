@@ -35,9 +35,9 @@ import json
 import math
 import re
 import threading
-from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from importlib import resources
 from typing import Any
 
@@ -182,7 +182,7 @@ class LifetimeModel:
     def scores(self, texts: Sequence[str], contexts: Sequence[str],
                embedder: Embedder) -> NDArray[np.float64]:
         """``featurize(texts, contexts) @ weights``, computed sparsely."""
-        spec, w = self.spec, self.weights.astype(np.float64)
+        spec, w = self.spec, np.asarray(self.weights, np.float64)  # the shipped one: no copy
         a = np.asarray(embedder.embed(list(texts)), np.float64)
         b = np.asarray(embedder.embed(list(contexts)), np.float64)
         d, v = a.shape[1], spec.bow_dim
@@ -268,8 +268,8 @@ MODEL_FILE = "data/perishability_model.npz"
 
 def save_model(model: LifetimeModel, path: str) -> None:
     spec = model.spec
-    np.savez_compressed(path, weights=model.weights, embedder=np.array(model.embedder_name),
-                        grid=model.grid,
+    np.savez_compressed(path, weights=np.asarray(model.weights, np.float32),
+                        embedder=np.array(model.embedder_name), grid=model.grid,
                         spec=np.array(json.dumps({f: getattr(spec, f) for f in
                                                   FeatureSpec.__slots__})))
 
@@ -281,8 +281,9 @@ def load_default_model() -> tuple[LifetimeModel, Embedder]:
             with resources.files("scrubjay").joinpath(MODEL_FILE).open("rb") as fh:
                 data = np.load(fh)
                 spec = FeatureSpec(**json.loads(str(data["spec"])))
-                model = LifetimeModel(weights=data["weights"], spec=spec,
-                                      embedder_name=str(data["embedder"]),
+                # float64 once here, not on every prediction
+                model = LifetimeModel(weights=np.asarray(data["weights"], np.float64),
+                                      spec=spec, embedder_name=str(data["embedder"]),
                                       grid=np.asarray(data["grid"], np.float64))
             embedder = WordLlamaEmbedder()
             if embedder.name != model.embedder_name:  # pragma: no cover - packaging error

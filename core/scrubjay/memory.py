@@ -32,8 +32,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ._validation import check_k, check_metadata, check_namespace, check_text, to_epoch_s
-from .buffer import BufferBlock, BufferState, block_bonus, gather_block, select_buffer, \
-    task_probability
+from .buffer import (
+    BufferBlock,
+    BufferState,
+    block_bonus,
+    gather_block,
+    select_buffer,
+    task_probability,
+)
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
@@ -50,7 +56,7 @@ from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
-from .scoring import adaptive_weights, relevance_bound, relevance_key
+from .scoring import adaptive_weights, drifted_similarity_bound, relevance_bound, relevance_key
 from .snapshot import Snapshot, load_snapshot, remove_snapshot, save_snapshot, snapshot_path
 from .store import (
     INDEX_DRIFT_MAX_RAD,
@@ -862,8 +868,8 @@ class ScrubJayMemory:
                 u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
                 key = key[~is_stale(u, rows.value, self.config.decay.stale_ratio)]
             kth = float(np.sort(key)[-k]) if len(key) >= k else -math.inf
-            floor = math.acos(max(-1.0, min(1.0, float(sims[-1])))) - drift_max
-            bound = relevance_bound(weights, math.cos(max(0.0, floor)), 0.0, value_max, v0)
+            floor = drifted_similarity_bound(float(sims[-1]), drift_max)
+            bound = relevance_bound(weights, floor, 0.0, value_max, v0)
             if bound <= kth:
                 return rows
             n = min(cap, SERVER_WIDEN * n)
@@ -991,12 +997,8 @@ class ScrubJayMemory:
         if len(rows) < n:
             return None
         self._drift_max = max([self._drift_max] + [r.drift_rad for r in rows])
-        last = max(-1.0, min(1.0, float(sims[-1])))
         # the last row's own similarity is exact: its index one is within its drift of it
-        slack = self._drift_max + rows[-1].drift_rad
-        if slack == 0.0:
-            return last
-        return math.cos(max(0.0, math.acos(last) - slack))
+        return drifted_similarity_bound(float(sims[-1]), self._drift_max + rows[-1].drift_rad)
 
     def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any]
                       ) -> tuple[Any, Any]:

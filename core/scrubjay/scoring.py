@@ -93,6 +93,20 @@ def relevance_key(weights: NDArray[np.float64], what: NDArray[np.floating],
     return rel / (a + b) * np.asarray(value, np.float64) / default_value
 
 
+def drifted_similarity_bound(similarity: float, drift_rad: float) -> float:
+    """The largest cosine a vector can have to a query when another vector at most
+    ``drift_rad`` radians from it has cosine ``similarity`` (triangle inequality on angles).
+
+    >>> drifted_similarity_bound(0.5, 0.0)
+    0.5
+    >>> round(drifted_similarity_bound(0.5, math.pi / 3), 12)   # 60 degrees back to 0
+    1.0
+    """
+    angle = math.acos(max(-1.0, min(1.0, float(similarity))))
+    return math.cos(max(0.0, angle - drift_rad)) if drift_rad > 0.0 else max(-1.0, min(
+        1.0, float(similarity)))
+
+
 def relevance_bound(weights: NDArray[np.float64], what_max: float, where_max: float,
                     value_max: float, default_value: float) -> float:
     """An upper bound of :func:`relevance_key` over memories whose what-similarity is at most

@@ -4,10 +4,18 @@ scripted chat model and a small corpus. Nothing here touches the network.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import re
+import shutil
+import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,7 +23,7 @@ from numpy.typing import NDArray
 
 from .embedding import CallableEmbedder
 
-__all__ = ["HashEmbedder", "FrozenClock", "ScriptedLLM", "WEEK_OF_MEMORIES"]
+__all__ = ["HashEmbedder", "FrozenClock", "ScriptedLLM", "WEEK_OF_MEMORIES", "chroma_server"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -109,3 +117,55 @@ WEEK_OF_MEMORIES: tuple[tuple[int, float, str, str], ...] = (
 
 def corpus_texts(items: Iterable[tuple[int, float, str, str]] = WEEK_OF_MEMORIES) -> list[str]:
     return [text for _, _, text, _ in items]
+
+
+def _chroma_executable() -> str:
+    exe = Path(sys.executable).with_name("chroma")
+    if exe.exists():
+        return str(exe)
+    found = shutil.which("chroma")
+    if not found:
+        raise RuntimeError("the `chroma` command (from chromadb) is not installed")
+    return found
+
+
+@contextlib.contextmanager
+def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | None = None,
+                  timeout_s: float = 60.0) -> Iterator[tuple[str, int]]:
+    """A real ``chroma run`` server on 127.0.0.1 (a free port) over ``folder`` for the
+    ``with`` block; yields ``(host, port)``. Its output goes to ``log`` (default: a file
+    beside ``folder``); a server that does not answer within ``timeout_s`` raises
+    ``RuntimeError`` with the log's tail."""
+    import chromadb
+
+    folder = Path(folder)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    log_path = Path(log) if log is not None else folder.parent / f"chroma-{port}.log"
+    out = open(log_path, "w")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen([_chroma_executable(), "run", "--path", str(folder),
+                             "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=out, stderr=subprocess.STDOUT,
+                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
+    try:
+        deadline = time.time() + timeout_s
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                if proc.poll() is not None or time.time() > deadline:
+                    out.flush()
+                    raise RuntimeError("chroma run did not start: "
+                                       + log_path.read_text()[-2000:]) from None
+                time.sleep(0.2)
+        yield "127.0.0.1", port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        out.close()

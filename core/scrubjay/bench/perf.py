@@ -27,18 +27,19 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 from numpy.typing import NDArray
+
+from ..testing import chroma_server
 
 __all__ = ["add_perf_arguments", "cmd_perf", "run_perf", "write_perf"]
 
@@ -144,37 +145,6 @@ def _build(mem: Any, corpus: Corpus, n: int, batch: int, bar: Any = None) -> flo
     if bar is not None:
         bar.set_postfix_str(f"built {n}")
     return time.perf_counter() - t
-
-
-@contextlib.contextmanager
-def chroma_server(folder: Path) -> Iterator[tuple[str, int]]:
-    """A ``chroma run`` server on 127.0.0.1 over ``folder`` for the ``with`` block."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    exe = Path(sys.executable).with_name("chroma")
-    cmd = [str(exe) if exe.exists() else "chroma", "run", "--path", str(folder),
-           "--host", "127.0.0.1", "--port", str(port)]
-    log = open(folder.parent / f"chroma-{port}.log", "w")  # noqa: SIM115
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "ANONYMIZED_TELEMETRY": "False"})
-    import chromadb
-
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-                break
-            except Exception:
-                if time.time() > deadline or proc.poll() is not None:
-                    raise RuntimeError("chroma run did not start") from None
-                time.sleep(0.2)
-        yield "127.0.0.1", port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
 # ---------------------------------------------------------------------------- search
