@@ -73,6 +73,7 @@ class BufferBlock:
     ``rows`` holds the buffered memories first (``n_buf`` of them, in buffer order), then their
     neighbours outside the buffer. Edge ``e`` joins buffered row ``src[e]`` to block row
     ``dst[e]`` with weight ``weight[e]``, grouped by ``src`` in the graph's neighbour order.
+    ``rate`` is ``pi / tau`` of each row (the decay rate of :func:`~scrubjay.decay.utility`).
     """
 
     rows: Rows
@@ -80,6 +81,7 @@ class BufferBlock:
     src: NDArray[np.intp]
     dst: NDArray[np.intp]
     weight: NDArray[np.float64]
+    rate: NDArray[np.float64]
 
 
 def gather_block(ids: Sequence[str], mirror: Mirror, graph: EpisodicGraph) -> BufferBlock:
@@ -102,9 +104,10 @@ def gather_block(ids: Sequence[str], mirror: Mirror, graph: EpisodicGraph) -> Bu
             dst.append(pos[row])
             weight.append(w)
     n_buf = len([m for m in ids if m in row_of])
-    return BufferBlock(rows=mirror.view().take(taken), n_buf=n_buf,
+    rows = mirror.view().take(taken)
+    return BufferBlock(rows=rows, n_buf=n_buf,
                        src=np.asarray(src, dtype=np.intp), dst=np.asarray(dst, dtype=np.intp),
-                       weight=np.asarray(weight, dtype=np.float64))
+                       weight=np.asarray(weight, dtype=np.float64), rate=rows.pi / rows.tau)
 
 
 def block_bonus(block: BufferBlock, su: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -113,7 +116,7 @@ def block_bonus(block: BufferBlock, su: NDArray[np.float64]) -> NDArray[np.float
 
     >>> rows = Rows.build([], np.zeros((0, 2), np.float32), np.zeros((0, 2), np.float32))
     >>> b = BufferBlock(rows=rows, n_buf=2, src=np.array([0, 0, 1]), dst=np.array([1, 2, 0]),
-    ...                 weight=np.array([0.5, 1.0, 2.0]))
+    ...                 weight=np.array([0.5, 1.0, 2.0]), rate=np.zeros(3))
     >>> block_bonus(b, np.array([1.0, 2.0, 3.0])).tolist()   # [0.5*2 + 1*3, 2*1]
     [4.0, 2.0]
     """

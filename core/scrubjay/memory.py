@@ -66,7 +66,7 @@ from .store import (
     loads_user_meta,
     user_filter_keys,
 )
-from .types import Deltas, Hit, IntegrationReport, MemoryRecord
+from .types import Deltas, Hit, IntegrationReport, MemoryRecord, new_hit
 
 __all__ = ["ScrubJayMemory"]
 
@@ -1146,15 +1146,16 @@ class ScrubJayMemory:
               from_buffer: bool) -> list[Hit]:
         """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts."""
         score = (s_prime[best] + float(weights[3]) * bonus[best]).tolist()
-        u_best = u[best]
-        stale = is_stale(u_best, rows.value[best], self.config.decay.stale_ratio).tolist()
+        ratio = self.config.decay.stale_ratio
         w = tuple(float(x) for x in weights)
-        return [Hit(record=rows.records[i], score=sc, paper_score=sc, utility=ut, stale=st,
-                    what=wh, where=wr, when=ut, graph=gr, weights=w,  # type: ignore[arg-type]
-                    from_buffer=from_buffer)
-                for i, sc, ut, st, wh, wr, gr in zip(
-                    best.tolist(), score, u_best.tolist(), stale, sim_what[best].tolist(),
-                    sim_where[best].tolist(), bonus[best].tolist(), strict=True)]
+        records = rows.records
+        # stale as decay.is_stale: U / V < ratio, and a value of 0 is stale
+        return [new_hit(records[i], sc, ut, (ut / v if v > 0 else 0.0) < ratio, wh, wr, gr,
+                        w, from_buffer)  # type: ignore[arg-type]
+                for i, sc, ut, v, wh, wr, gr in zip(
+                    best.tolist(), score, u[best].tolist(), rows.value[best].tolist(),
+                    sim_what[best].tolist(), sim_where[best].tolist(), bonus[best].tolist(),
+                    strict=True)]
 
     # ------------------------------------------------------------------ prospective buffer
     def prepare(self, task: str, context: str = "", at: Timestamp | None = None,
@@ -1250,17 +1251,38 @@ class ScrubJayMemory:
                     c_q: NDArray[np.float32], weights: NDArray[np.float64], k: int,
                     t_q: float) -> list[Hit]:
         """:meth:`_rank` of the buffered rows (``exhaustive=False``), on the gathered block:
-        the neighbours' ``S' U`` come from the same arithmetic over the block's arrays."""
-        sim_what, sim_where, u, s_prime = self._partial_scores(block.rows, e_q, c_q, weights,
-                                                               t_q)
+        the same arithmetic as :meth:`_partial_scores` and :func:`~scrubjay.decay.utility` (the
+        block keeps ``pi / tau``), so the scores are the same floats; hits only for the best k."""
+        rows = block.rows
+        a, b, g, d = weights  # float64 scalars: the products are float64, as in _rank
+        sim_what = rows.what @ e_q
+        u = rows.value * np.exp(-block.rate * np.maximum(0.0, t_q - rows.t))
+        s_prime = a * sim_what + g * u
+        sim_where = None
+        if c_q.any():  # an empty context embeds to zero: its term adds exactly 0
+            sim_where = rows.where @ c_q
+            s_prime = a * sim_what + b * sim_where + g * u
         n = block.n_buf
         bonus = block_bonus(block, s_prime * u)
         order = np.argsort(-s_prime[:n], kind="stable")
         top = order[:min(n, max(4 * k, 64))]  # as _rank: the bonus counts for the top by S'
-        final = s_prime[top] + float(weights[3]) * bonus[top]
-        best = top[np.lexsort((top, -final))][:k]
-        return self._hits(block.rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
-                          from_buffer=True)
+        final = s_prime[top] + d * bonus[top]
+        pick = np.lexsort((top, -final))[:k]
+        best = top[pick]
+        u_best = u[best].tolist()
+        v_best = rows.value[best].tolist()
+        ratio = self.config.decay.stale_ratio
+        wh = sim_what[best].astype(np.float64).tolist()
+        wr = sim_where[best].astype(np.float64).tolist() if sim_where is not None else \
+            [0.0] * len(best)
+        w = (float(a), float(b), float(g), float(d))
+        records = rows.records
+        # stale as decay.is_stale: U / V < ratio, and a value of 0 is stale
+        return [new_hit(records[i], sc, ut, (ut / v if v > 0 else 0.0) < ratio, s, c,
+                        gr, w, True)
+                for i, sc, ut, v, s, c, gr in zip(best.tolist(), final[pick].tolist(), u_best,
+                                                   v_best, wh, wr, bonus[best].tolist(),
+                                                   strict=True)]
 
     # ------------------------------------------------------------------ maintain: RCI
     def integrate(self, new_info: str, context: str = "", at: Timestamp | None = None,

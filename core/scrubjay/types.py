@@ -148,6 +148,23 @@ class Hit:
         return self.record.text
 
 
+_HIT_SLOTS = tuple(getattr(Hit, name).__set__ for name in (
+    "record", "score", "paper_score", "utility", "stale", "what", "where", "when", "graph",
+    "weights", "from_buffer", "_graph_of"))
+
+
+def new_hit(record: MemoryRecord, score: float, utility: float, stale: bool, what: float,
+            where: float, graph: float, weights: tuple[float, float, float, float],
+            from_buffer: bool) -> Hit:
+    """An eagerly scored :class:`Hit` (``paper_score == score``, ``when == utility``), equal to
+    the one its keyword constructor builds, in half the time (a search builds ``k`` of them)."""
+    hit = object.__new__(Hit)
+    for put, value in zip(_HIT_SLOTS, (record, score, score, utility, stale, what, where,
+                                       utility, graph, weights, from_buffer, None), strict=True):
+        put(hit, value)
+    return hit
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deltas:
     """Latent update deltas for one RCI event, already clipped (paper Eq. 9-11)."""

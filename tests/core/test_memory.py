@@ -528,10 +528,10 @@ def test_buffered_hits_equal_the_full_ranking_of_the_buffered_rows(tmp_path, clo
         ref = mem._rank(rows, e_q, c_q, np.array(hits[0].weights), k, clock(),
                         exhaustive=False, from_buffer=True)
         assert [h.id for h in hits] == [h.id for h in ref]
-        for h, r in zip(hits, ref):
-            assert (h.score, h.graph, h.what, h.where, h.utility, h.stale) == pytest.approx(
-                (r.score, r.graph, r.what, r.where, r.utility, r.stale), abs=1e-9)
-            assert h.record == r.record
+        for h, r in zip(hits, ref):  # the same arithmetic: the same floats, not just close
+            assert h == r
+            assert (h.score, h.graph, h.what, h.where, h.utility, h.stale) == (
+                r.score, r.graph, r.what, r.where, r.utility, r.stale)
         assert any(h.graph > 0 for h in hits)  # the neighbours' S'U entered the scores
 
     check("login page crashes on Safari", "debugging the web app", 5)
@@ -545,3 +545,22 @@ def test_buffered_hits_equal_the_full_ranking_of_the_buffered_rows(tmp_path, clo
     mem.delete(mem.buffer.ids[0])
     check("login page crashes on Safari", "debugging the web app", 5)
     mem.close()
+
+
+def test_new_hit_equals_the_keyword_constructor() -> None:
+    """Searches build hits with types.new_hit (slot setters); it must give the same object as
+    Hit(...), pickle alike and stay frozen."""
+    import pickle
+
+    from scrubjay.types import Hit, MemoryRecord, new_hit
+
+    rec = MemoryRecord(id="a", text="t", context="", label="factual", pi=0.1, tau_s=10.0,
+                       value=1.0, created_at_s=0.0)
+    w = (0.4, 0.2, 0.2, 0.2)
+    fast = new_hit(rec, 0.75, 0.5, True, 0.3, 0.1, 0.05, w, True)
+    slow = Hit(record=rec, score=0.75, paper_score=0.75, utility=0.5, stale=True, what=0.3,
+               where=0.1, when=0.5, graph=0.05, weights=w, from_buffer=True)
+    assert fast == slow and repr(fast) == repr(slow)
+    assert pickle.loads(pickle.dumps(fast)) == slow
+    with pytest.raises(AttributeError):
+        fast.score = 1.0  # type: ignore[misc]
