@@ -853,8 +853,8 @@ class ScrubJayMemory:
         assert self._mirror is not None
         mirror, v0 = self._mirror, self.config.decay.default_value
         view = mirror.view()
-        value_max = max(v0, float(view.value.max()))
-        drift_max = float(mirror.drift[: len(view)].max())
+        value_max, drift_max = mirror.maxima()
+        value_max = max(v0, value_max)
         cap = max(self.config.search.candidates, k)
         n = min(cap, SERVER_FIRST_PER_K * k)
         while True:

@@ -59,6 +59,7 @@ class Mirror:
         self.dim = dim
         self.n = 0
         self.version = 0  # bumped by every write: caches built from the mirror compare it
+        self._maxima: tuple[int, float, float] | None = None
         self._cap = 0
         self.row_of: dict[str, int] = {}
         self._records: list[MemoryRecord] = []
@@ -90,6 +91,17 @@ class Mirror:
         n = self.n
         return Rows(records=self._records, what=self._what[:n], where=self._where[:n],
                     value=self._value[:n], pi=self._pi[:n], tau=self._tau[:n], t=self._t[:n])
+
+    def maxima(self) -> tuple[float, float]:
+        """``(largest value, largest drift)`` over all rows (0 when empty), kept until the next
+        write, so that a search's candidate bound is not an O(N) pass each time."""
+        cached = self._maxima
+        if cached is None or cached[0] != self.version:
+            n = self.n
+            cached = (self.version, float(self._value[:n].max()) if n else 0.0,
+                      float(self.drift[:n].max()) if n else 0.0)
+            self._maxima = cached
+        return cached[1], cached[2]
 
     def record(self, mid: str) -> MemoryRecord | None:
         row = self.row_of.get(mid)

@@ -87,3 +87,26 @@ def test_hnsw_path_equals_the_exact_scan_before_and_after_rci(tmp_path: Path) ->
     queried.clear()
     compare()
     assert max(queried) > 20  # some query had to widen past its first 2k candidates
+
+
+def test_mirror_maxima_follow_every_write() -> None:
+    """The cached (largest value, largest drift) that bounds the candidate cut is recomputed
+    after each kind of write, including one that lowers the maximum."""
+    from scrubjay.mirror import Mirror
+    from scrubjay.types import MemoryRecord
+
+    def rec(i: int, value: float) -> MemoryRecord:
+        return MemoryRecord(id=f"r{i}", text="t", context="", label="factual", pi=0.1,
+                            tau_s=10.0, value=value, created_at_s=float(i))
+
+    m = Mirror(4)
+    assert m.maxima() == (0.0, 0.0)
+    vec = np.eye(4, dtype=np.float32)[:3]
+    m.append([rec(0, 1.0), rec(1, 2.0), rec(2, 0.5)], vec, np.zeros_like(vec))
+    assert m.maxima() == (2.0, 0.0)
+    m.update([rec(1, 0.25)], drift=np.array([0.04]))
+    assert m.maxima() == (1.0, 0.04)
+    m.remove(["r0"])
+    assert m.maxima() == (0.5, 0.04)
+    m.remove(["r1"])
+    assert m.maxima() == (0.5, 0.0)
