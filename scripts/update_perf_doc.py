@@ -15,6 +15,7 @@ md = (root / "docs/perf/perf.md").read_text()
 search = {(r["n"], r["mode"]): r for r in d["search"]} if isinstance(d["search"], list) else None
 table = md[md.index("| N | mode"):md.index("\nIngest")].strip()
 ing, rci, buf, mem = d["ingest"], d["rci"], d["buffer"], d["memory"]
+alt = buf["alternating"]
 wall_min = d["wall_s"] / 60
 def row(n, mode):
     for line in table.splitlines():
@@ -43,7 +44,9 @@ RCI:
 
 {rci['largest']:,} affected vs one Chroma metadata update of {rci['largest']:,} records ({rci['chroma_update_ms']:.0f} ms): {rci['largest_vs_chroma_update']:.2f}x
 
-Buffer at N={buf['n']:,}: hit rate {buf['hit_rate']:.2f}; buffered p50 {buf['buffered']['p50_ms']:.2f} ms vs full p50 {buf['full']['p50_ms']:.2f} ms ({buf['speedup_p50']:.1f}x)
+Buffer at N={buf['n']:,}: hit rate {buf['hit_rate']:.2f}; buffered p50 {buf['buffered']['p50_ms']:.2f} ms vs full p50 {buf['full']['p50_ms']:.2f} ms ({buf['speedup_p50']:.1f}x), each timed inside a stream of its own calls (runs of 20, alternating)
+
+Buffer, each buffered search right after a full one (CPU caches cold): buffered p50 {alt['buffered']['p50_ms']:.2f} ms vs full p50 {alt['full']['p50_ms']:.2f} ms ({alt['speedup_p50']:.1f}x)
 
 Memory at N={mem['n']:,}: {mem['rss_bytes_per_memory']:.0f} B/memory RSS, {mem['disk_bytes_per_memory']:.0f} B/memory on disk; reopen {mem['reopen_s']:.2f} s (from the snapshot written at close)
 
@@ -66,13 +69,16 @@ targets = f"""## Against the targets
 | ingest overhead <= 25% over embedding + Chroma add | {100*ing['synthetic']['overhead']:.0f}% (synthetic), {100*ing['bundled']['overhead']:.0f}% (bundled) | {met(max(ing['synthetic']['overhead'], ing['bundled']['overhead']) <= 0.25)} |
 | RCI: exactly one LLM call per event, whatever the count | calls per event {sorted(set(rci['llm_calls_per_event']))} at 1 ... {rci['largest']:,} affected | {met(set(rci['llm_calls_per_event']) == {1})} |
 | RCI: 10k affected <= 5x one Chroma metadata update of 10k | {rci['largest_vs_chroma_update']:.2f}x | {met(rci['largest_vs_chroma_update'] <= 5)} |
-| buffer hit >= 10x faster than a full search at 100k | {buf['speedup_p50']:.1f}x (hit rate {buf['hit_rate']:.2f}) | {met(buf['speedup_p50'] >= 10)} |
+| buffer hit >= 10x faster than a full search at 100k, task-focused stream | {buf['speedup_p50']:.1f}x (hit rate {buf['hit_rate']:.2f}); {alt['speedup_p50']:.1f}x when every buffered search follows a full one | {met(buf['speedup_p50'] >= 10)} |
 | bytes per memory (RSS, disk), reopen time at 100k | {mem['rss_bytes_per_memory']/1000:.1f} kB RSS, {mem['disk_bytes_per_memory']/1000:.1f} kB disk, {mem['reopen_s']:.1f} s | measured |
 
 """
 p = root / "docs/performance.md"
 s = p.read_text()
-a = s.index("## Results"); b = s.index("## What the profile showed")
+a = s.index("## Results")
+# a hand-written variation paragraph after the targets stays (it compares several runs)
+b = s.index("**Run-to-run variation.**" if "**Run-to-run variation.**" in s
+            else "## What the profile showed")
 s = s[:a] + results + targets + s[b:]
 s = re.sub(r"Command \(from the repository root, [0-9.]+ minutes wall time\):",
            f"Command (from the repository root, {wall_min:.1f} minutes wall time):", s)
@@ -97,7 +103,8 @@ run; the full tables, the targets met and not met, and what the profiler showed 
 | search p50, embedded (recall@k {e_rec:.3f}) | {emb[2].split('/')[0].strip()} ms | raw Chroma query {emb[3].split('/')[0].strip()} ms | {e_ratio:.2f}x |
 | search p50, `chroma run` server (recall@k {s_rec:.3f}) | {srv[2].split('/')[0].strip()} ms | raw Chroma query {srv[3].split('/')[0].strip()} ms | {s_ratio:.2f}x |
 | search p50, LangChain / LlamaIndex time-weighted | | {emb[7]} / {emb[8]} ms | |
-| buffered search (hit rate {buf['hit_rate']:.2f}) | {buf['buffered']['p50_ms']:.2f} ms | full search {buf['full']['p50_ms']:.2f} ms | {buf['speedup_p50']:.1f}x faster |
+| buffered search in a task-focused stream (hit rate {buf['hit_rate']:.2f}) | {buf['buffered']['p50_ms']:.2f} ms | full search {buf['full']['p50_ms']:.2f} ms | {buf['speedup_p50']:.1f}x faster |
+| the same, each buffered search right after a full one | {alt['buffered']['p50_ms']:.2f} ms | {alt['full']['p50_ms']:.2f} ms | {alt['speedup_p50']:.1f}x faster |
 | RCI, {rci['largest']:,} memories affected (1 LLM call) | {rci['events'][-1]['latency_ms']:.0f} ms | one Chroma metadata update {rci['chroma_update_ms']:.0f} ms | {rci['largest_vs_chroma_update']:.2f}x |
 | ingest, `add_many` (10k, synthetic / bundled embedder) | {ing['synthetic']['sj_per_s']:.0f} / {ing['bundled']['sj_per_s']:.0f} per s | embed + Chroma add {ing['synthetic']['embed_plus_chroma_add_per_s']:.0f} / {ing['bundled']['embed_plus_chroma_add_per_s']:.0f} per s | +{100*ing['synthetic']['overhead']:.0f}% / +{100*ing['bundled']['overhead']:.0f}% |
 | reopen a 100k store | {mem['reopen_s']:.1f} s | | |
