@@ -1267,22 +1267,11 @@ class ScrubJayMemory:
         order = np.argsort(-s_prime[:n], kind="stable")
         top = order[:min(n, max(4 * k, 64))]  # as _rank: the bonus counts for the top by S'
         final = s_prime[top] + d * bonus[top]
-        pick = np.lexsort((top, -final))[:k]
-        best = top[pick]
-        u_best = u[best].tolist()
-        v_best = rows.value[best].tolist()
-        ratio = self.config.decay.stale_ratio
-        wh = sim_what[best].astype(np.float64).tolist()
-        wr = sim_where[best].astype(np.float64).tolist() if sim_where is not None else \
-            [0.0] * len(best)
-        w = (float(a), float(b), float(g), float(d))
-        records = rows.records
-        # stale as decay.is_stale: U / V < ratio, and a value of 0 is stale
-        return [new_hit(records[i], sc, ut, (ut / v if v > 0 else 0.0) < ratio, s, c,
-                        gr, w, True)
-                for i, sc, ut, v, s, c, gr in zip(best.tolist(), final[pick].tolist(), u_best,
-                                                   v_best, wh, wr, bonus[best].tolist(),
-                                                   strict=True)]
+        best = top[np.lexsort((top, -final))][:k]
+        if sim_where is None:
+            sim_where = np.zeros(len(rows), np.float32)
+        return self._hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+                          from_buffer=True)
 
     # ------------------------------------------------------------------ maintain: RCI
     def integrate(self, new_info: str, context: str = "", at: Timestamp | None = None,
