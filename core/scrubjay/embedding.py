@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -92,6 +93,21 @@ class _BaseEmbedder:
         return l2_normalize(arr)
 
 
+@contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """Undo what an import does to the root logger: ``wordllama`` calls
+    ``logging.basicConfig(level=INFO)`` when imported, which would switch on INFO logs (every
+    HTTP request of a Chroma client, for one) in the application that uses this library."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
 _WORDLLAMA_LOCK = threading.Lock()
 _WORDLLAMA_MODELS: dict[int, Any] = {}
 
@@ -112,8 +128,9 @@ class WordLlamaEmbedder(_BaseEmbedder):
             model = _WORDLLAMA_MODELS.get(self.dim)
             if model is None:
                 try:
-                    import wordllama
-                    from wordllama import WordLlama
+                    with _root_logging_kept():  # wordllama calls logging.basicConfig(INFO)
+                        import wordllama
+                        from wordllama import WordLlama
 
                     model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent,
                                            disable_download=True, dim=self.dim)

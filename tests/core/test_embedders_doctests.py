@@ -74,3 +74,30 @@ def test_bundled_model_is_loaded_offline() -> None:
     assert vecs.shape == (4, 256)
     assert float(vecs[0] @ vecs[1]) > float(vecs[0] @ vecs[2])
     assert not vecs[3].any()
+
+
+@pytest.mark.parametrize("configured", [False, True])
+def test_bundled_model_leaves_the_applications_logging_alone(configured: bool) -> None:
+    """``import wordllama`` calls ``logging.basicConfig(level=INFO)``; loading the bundled
+    model must not switch on INFO logs (say, one line per Chroma HTTP request) in the
+    application, nor drop the handlers it configured. Run in a fresh interpreter, where
+    wordllama is not imported yet."""
+    import subprocess
+    import sys
+    import textwrap
+
+    setup = "logging.basicConfig(level=logging.DEBUG)" if configured else ""
+    code = textwrap.dedent(f"""
+        import logging
+        {setup}
+        root = logging.getLogger()
+        before = (list(root.handlers), root.level)
+        from scrubjay.embedding import WordLlamaEmbedder
+        WordLlamaEmbedder().embed(["the boiler pressure is fine"])
+        import wordllama  # noqa: F401 - imported by the embedder
+        assert (list(root.handlers), root.level) == before, (root.handlers, root.level, before)
+        print("kept")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
