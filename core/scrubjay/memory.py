@@ -1147,7 +1147,7 @@ class ScrubJayMemory:
         """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts."""
         score = (s_prime[best] + float(weights[3]) * bonus[best]).tolist()
         ratio = self.config.decay.stale_ratio
-        w = tuple(float(x) for x in weights)
+        w = tuple(weights.tolist())
         records = rows.records
         # stale as decay.is_stale: U / V < ratio, and a value of 0 is stale
         return [new_hit(records[i], sc, ut, (ut / v if v > 0 else 0.0) < ratio, wh, wr, gr,
@@ -1264,8 +1264,9 @@ class ScrubJayMemory:
             s_prime = a * sim_what + b * sim_where + g * u
         n = block.n_buf
         bonus = block_bonus(block, s_prime * u)
-        order = np.argsort(-s_prime[:n], kind="stable")
-        top = order[:min(n, max(4 * k, 64))]  # as _rank: the bonus counts for the top by S'
+        m = max(4 * k, 64)  # as _rank: the bonus counts for the top m by S'
+        # all of them when m >= n: their order is irrelevant, the final sort breaks ties by row
+        top = np.arange(n) if m >= n else np.argsort(-s_prime[:n], kind="stable")[:m]
         final = s_prime[top] + d * bonus[top]
         best = top[np.lexsort((top, -final))][:k]
         if sim_where is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,6 +27,16 @@ _COMPONENTS = ("what", "where", "when", "graph")
 _WORD_RE = re.compile(r"[a-z0-9']+")
 
 
+@lru_cache(maxsize=32)
+def _keyword_table(table: tuple[tuple[str, float, tuple[str, ...]], ...]
+                   ) -> tuple[tuple[int, float, frozenset[str], tuple[str, ...]], ...]:
+    """Per component: its index, bias, single words (a set) and multi-word phrases."""
+    return tuple((_COMPONENTS.index(comp), bias,
+                  frozenset(kw for kw in keywords if " " not in kw),
+                  tuple(kw for kw in keywords if " " in kw))
+                 for comp, bias, keywords in table)
+
+
 def keyword_biases(query: str, cfg: WeightConfig) -> NDArray[np.float64]:
     """Bias per component (what, where, when, graph) from the query's words (paper §3.3).
 
@@ -35,9 +46,14 @@ def keyword_biases(query: str, cfg: WeightConfig) -> NDArray[np.float64]:
     lowered = query.lower()
     words = set(_WORD_RE.findall(lowered))
     out = np.zeros(4)
-    for comp, bias, keywords in cfg.keyword_biases:
-        if any((kw in lowered) if " " in kw else (kw in words) for kw in keywords):
-            out[_COMPONENTS.index(comp)] += bias
+    table = cfg.keyword_biases
+    try:
+        rules = _keyword_table(table)
+    except TypeError:  # a table built from lists is not hashable: no cache
+        rules = _keyword_table.__wrapped__(table)
+    for index, bias, singles, phrases in rules:
+        if not words.isdisjoint(singles) or any(p in lowered for p in phrases):
+            out[index] += bias
     return out
 
 

@@ -148,7 +148,8 @@ class Hit:
         return self.record.text
 
 
-_HIT_SLOTS = tuple(getattr(Hit, name).__set__ for name in (
+(_SET_RECORD, _SET_SCORE, _SET_PAPER, _SET_UTILITY, _SET_STALE, _SET_WHAT, _SET_WHERE, _SET_WHEN,
+ _SET_GRAPH, _SET_WEIGHTS, _SET_BUFFER, _SET_GRAPH_OF) = (getattr(Hit, name).__set__ for name in (
     "record", "score", "paper_score", "utility", "stale", "what", "where", "when", "graph",
     "weights", "from_buffer", "_graph_of"))
 
@@ -159,9 +160,18 @@ def new_hit(record: MemoryRecord, score: float, utility: float, stale: bool, wha
     """An eagerly scored :class:`Hit` (``paper_score == score``, ``when == utility``), equal to
     the one its keyword constructor builds, in half the time (a search builds ``k`` of them)."""
     hit = object.__new__(Hit)
-    for put, value in zip(_HIT_SLOTS, (record, score, score, utility, stale, what, where,
-                                       utility, graph, weights, from_buffer, None), strict=True):
-        put(hit, value)
+    _SET_RECORD(hit, record)
+    _SET_SCORE(hit, score)
+    _SET_PAPER(hit, score)
+    _SET_UTILITY(hit, utility)
+    _SET_STALE(hit, stale)
+    _SET_WHAT(hit, what)
+    _SET_WHERE(hit, where)
+    _SET_WHEN(hit, utility)
+    _SET_GRAPH(hit, graph)
+    _SET_WEIGHTS(hit, weights)
+    _SET_BUFFER(hit, from_buffer)
+    _SET_GRAPH_OF(hit, None)
     return hit
 
 
