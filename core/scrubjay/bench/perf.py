@@ -634,9 +634,9 @@ def _table(res: dict[str, Any]) -> str:
               f"({b['speedup_p50']:.1f}x), each timed inside a stream of its own calls"]
     if "alternating" in b:
         alt = b["alternating"]
-        lines += ["", f"Buffer, each buffered search right after a full one (CPU caches cold): "
-                      f"buffered p50 {alt['buffered']['p50_ms']:.2f} ms vs full p50 "
-                      f"{alt['full']['p50_ms']:.2f} ms ({alt['speedup_p50']:.1f}x)"]
+        lines += ["", ("Buffer, each buffered search right after a full one (CPU caches cold): "
+                       f"buffered p50 {alt['buffered']['p50_ms']:.2f} ms vs full p50 "
+                       f"{alt['full']['p50_ms']:.2f} ms ({alt['speedup_p50']:.1f}x)")]
     m = res["memory"]
     lines += ["", f"Memory at N={m['n']:,}: {m['rss_bytes_per_memory']:.0f} B/memory RSS, "
               f"{m['disk_bytes_per_memory']:.0f} B/memory on disk; reopen {m['reopen_s']:.2f} s"]
