@@ -201,6 +201,10 @@ class WeightConfig:
         for comp, bias, _words in self.keyword_biases:
             _check(comp in ("what", "where", "when", "graph") and _finite(bias), "WeightConfig",
                    "keyword_biases", "(component, finite bias, words) triples", comp)
+        # held as nested tuples (a table given with lists, e.g. read from JSON): immutable and
+        # hashable, so that scoring can cache its lookup structure per table
+        object.__setattr__(self, "keyword_biases", tuple(
+            (comp, bias, tuple(words)) for comp, bias, words in self.keyword_biases))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,8 +20,9 @@ estimates the mean instead, which sits between the modes when a statement could 
 decades and shrinks every prediction toward the middle; the stale/valid decision at an age is
 exactly "is P(lifetime < age) above 1/2", which the ordinal outputs estimate directly
 (``scrubjay perishability cv``: on the train split, 5 folds grouped by domain, 0.875
-stale/valid accuracy against 0.847 for the regression on log lifetime). ``scrubjay perishability train`` re-fits it
-deterministically and writes the weights shipped in ``data/perishability_model.npz``.
+stale/valid accuracy against 0.847 for the regression on log lifetime). ``scrubjay
+perishability train`` re-fits it deterministically and writes the weights shipped in
+``data/perishability_model.npz``.
 
 A predicted lifetime ``L`` becomes perishability as follows: the label's pi is the paper's value
 for that class (ephemeral 0.9, task_specific 0.6, procedural 0.3, factual 0.1), and
@@ -162,7 +163,8 @@ class LifetimeModel:
     """Linear weights: columns ``0..3`` score the labels, the next ``len(grid)`` columns
     estimate ``P(lifetime < 10**grid[j] s)``."""
 
-    weights: NDArray[np.float32]
+    weights: NDArray[np.floating]
+    """float32 when trained and saved; float64 once loaded (no conversion per prediction)."""
     spec: FeatureSpec
     embedder_name: str
     grid: NDArray[np.float64]

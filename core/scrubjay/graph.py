@@ -72,6 +72,13 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
     return e, e_s, e_c, e_t
 
 
+def _clear_views(g: nx.Graph) -> None:
+    """Drop the views networkx >= 3.3 caches, after its adjacency dicts were edited directly."""
+    clear = getattr(nx, "_clear_cache", None)
+    if clear is not None:
+        clear(g)
+
+
 def _weakest(nbrs: Mapping[str, Mapping[str, float]]) -> tuple[float, str]:
     """The weakest edge ``(weight, other)`` of an adjacency dict (ties: the smallest id)."""
     return min((d["weight"], j) for j, d in nbrs.items())
@@ -149,9 +156,7 @@ class EpisodicGraph:
                 if a in weak:
                     weak[a] = min(weak[a], (w, b))
             changed.add(other)
-        clear = getattr(nx, "_clear_cache", None)  # networkx >= 3.3 caches derived views
-        if clear is not None:
-            clear(self.g)
+        _clear_views(self.g)
         return changed
 
     def remove(self, node: str) -> set[str]:
@@ -220,9 +225,7 @@ class EpisodicGraph:
             data = {"weight": w, "semantic": s, "contextual": c, "temporal": t}
             adj[na][nb] = data
             adj[nb][na] = data
-        clear = getattr(nx, "_clear_cache", None)  # networkx >= 3.3 caches derived views
-        if clear is not None:
-            clear(self.g)
+        _clear_views(self.g)
 
     def prune_unknown(self, known: set[str]) -> None:
         """Drop nodes that :meth:`loads` created for ids no longer stored."""

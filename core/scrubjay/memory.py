@@ -1257,11 +1257,12 @@ class ScrubJayMemory:
         a, b, g, d = weights  # float64 scalars: the products are float64, as in _rank
         sim_what = rows.what @ e_q
         u = rows.value * np.exp(-block.rate * np.maximum(0.0, t_q - rows.t))
-        s_prime = a * sim_what + g * u
-        sim_where = None
-        if c_q.any():  # an empty context embeds to zero: its term adds exactly 0
+        if c_q.any():
             sim_where = rows.where @ c_q
             s_prime = a * sim_what + b * sim_where + g * u
+        else:  # an empty context embeds to zero: its term adds exactly 0
+            sim_where = np.zeros(len(rows), np.float32)
+            s_prime = a * sim_what + g * u
         n = block.n_buf
         bonus = block_bonus(block, s_prime * u)
         m = max(4 * k, 64)  # as _rank: the bonus counts for the top m by S'
@@ -1269,8 +1270,6 @@ class ScrubJayMemory:
         top = np.arange(n) if m >= n else np.argsort(-s_prime[:n], kind="stable")[:m]
         final = s_prime[top] + d * bonus[top]
         best = top[np.lexsort((top, -final))][:k]
-        if sim_where is None:
-            sim_where = np.zeros(len(rows), np.float32)
         return self._hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
                           from_buffer=True)
 

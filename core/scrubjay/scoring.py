@@ -46,12 +46,7 @@ def keyword_biases(query: str, cfg: WeightConfig) -> NDArray[np.float64]:
     lowered = query.lower()
     words = set(_WORD_RE.findall(lowered))
     out = np.zeros(4)
-    table = cfg.keyword_biases
-    try:
-        rules = _keyword_table(table)
-    except TypeError:  # a table built from lists is not hashable: no cache
-        rules = _keyword_table.__wrapped__(table)
-    for index, bias, singles, phrases in rules:
+    for index, bias, singles, phrases in _keyword_table(cfg.keyword_biases):
         if not words.isdisjoint(singles) or any(p in lowered for p in phrases):
             out[index] += bias
     return out

@@ -155,7 +155,8 @@ def _edge_arrays(records: Sequence[MemoryRecord], graph: EpisodicGraph) -> dict[
     return out
 
 
-def load_snapshot(path: Path, marker: str, dim: int | None, graph: EpisodicGraph) -> Snapshot | None:
+def load_snapshot(path: Path, marker: str, dim: int | None,
+                  graph: EpisodicGraph) -> Snapshot | None:
     """The snapshot at ``path`` if it is whole and was written at ``marker``, else None.
 
     ``graph`` (empty) receives the edges. Nothing is trusted before the checksum and the

@@ -498,11 +498,7 @@ class ChromaStore:
         include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
         try:
             got = _retry(self.what.get, ids=list(ids), include=include)
-            where_vecs: dict[str, NDArray[np.float32]] = {}
-            if vectors and where_vectors:
-                w = _retry(self.where.get, ids=list(ids), include=["embeddings"])
-                for i, rid in enumerate(w["ids"]):
-                    where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
+            where_vecs = self._where_embeddings(ids) if vectors and where_vectors else {}
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories", exc) from exc
         rows = {row.id: row for row in _rows(got, where_vecs, vectors)}
@@ -511,12 +507,16 @@ class ChromaStore:
     def where_vectors(self, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
         """The where-vectors of those ``ids`` that have one (a memory without a context has
         no where row)."""
-        if not ids:
-            return {}
         try:
-            got = _retry(self.where.get, ids=list(ids), include=["embeddings"])
+            return self._where_embeddings(ids)
         except Exception as exc:
             raise _wrap(f"read {len(ids)} where-vectors", exc) from exc
+
+    def _where_embeddings(self, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
+        """:meth:`where_vectors` with Chroma's exceptions unwrapped (callers wrap them)."""
+        if not ids:
+            return {}
+        got = _retry(self.where.get, ids=list(ids), include=["embeddings"])
         return {rid: np.asarray(got["embeddings"][i], dtype=np.float32)
                 for i, rid in enumerate(got["ids"])}
 
@@ -528,11 +528,7 @@ class ChromaStore:
             try:
                 got = _retry(self.what.get, include=include, limit=_PAGE, offset=offset)
                 ids = got["ids"]
-                where_vecs: dict[str, NDArray[np.float32]] = {}
-                if vectors and ids:
-                    w = _retry(self.where.get, ids=ids, include=["embeddings"])
-                    for i, rid in enumerate(w["ids"]):
-                        where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
+                where_vecs = self._where_embeddings(ids) if vectors else {}
             except Exception as exc:
                 raise _wrap("read the namespace", exc) from exc
             yield from _rows(got, where_vecs, vectors)
@@ -543,6 +539,10 @@ class ChromaStore:
     def query(self, which: str, vector: NDArray[np.float32], n: int,
               where: dict[str, Any] | None = None) -> tuple[list[str], NDArray[np.float64]]:
         """Top-``n`` ids by cosine similarity in the ``what`` or ``where`` collection."""
+        return self._query_ids(which, vector, n, where)
+
+    def _query_ids(self, which: str, vector: NDArray[np.float32], n: int,
+                   where: dict[str, Any] | None) -> tuple[list[str], NDArray[np.float64]]:
         col = self.what if which == "what" else self.where
         if n <= 0:
             return [], np.zeros(0)
@@ -563,14 +563,10 @@ class ChromaStore:
             return []
         try:
             got = _query(self.what, query_embeddings=[vector.astype(np.float32)], n_results=n,
-                                  include=["metadatas", "documents", "embeddings"])
+                         include=["metadatas", "documents", "embeddings"])
             flat = {key: (got[key][0] if got.get(key) is not None else None)
                     for key in ("ids", "metadatas", "documents", "embeddings")}
-            where_vecs: dict[str, NDArray[np.float32]] = {}
-            if where_vectors and flat["ids"]:
-                w = _retry(self.where.get, ids=list(flat["ids"]), include=["embeddings"])
-                for i, rid in enumerate(w["ids"]):
-                    where_vecs[rid] = np.asarray(w["embeddings"][i], dtype=np.float32)
+            where_vecs = self._where_embeddings(flat["ids"]) if where_vectors else {}
         except Exception as exc:
             raise _wrap("query the what collection", exc) from exc
         return list(_rows(flat, where_vecs, True))
@@ -583,21 +579,23 @@ class ChromaStore:
         ``rows=True`` brings each memory's text and metadata too (``what`` only), with RCI
         updates folded in and the similarity of an RCI-moved memory computed from its exact
         vector (so the list is ordered by the index, at most ``drift_rad`` off, but every
-        similarity returned is exact); otherwise the rows carry their id alone. Fewer than ``n`` come back when the collection is smaller.
+        similarity returned is exact); otherwise the rows carry their id alone (:meth:`query`).
+        Fewer than ``n`` come back when the collection is smaller.
         """
-        col = self.what if which == "what" else self.where
+        if not rows:
+            ids, sims = self._query_ids(which, vector, n, None)
+            return [StoredRow(id=rid, text="", meta={}) for rid in ids], sims
+        if which != "what":
+            raise ValueError("query_scored(rows=True) reads the what collection only")
         if n <= 0:
             return [], np.zeros(0)
-        include = ["distances"] + (["metadatas", "documents"] if rows else [])
         try:
-            got = _query(col, query_embeddings=[vector.astype(np.float32)], n_results=n,
-                         include=include)
+            got = _query(self.what, query_embeddings=[vector.astype(np.float32)], n_results=n,
+                         include=["distances", "metadatas", "documents"])
         except Exception as exc:
-            raise _wrap(f"query the {which} collection", exc) from exc
+            raise _wrap("query the what collection", exc) from exc
         ids = list(got["ids"][0])
         sims = distance_to_similarity(got["distances"][0])
-        if not rows:
-            return [StoredRow(id=rid, text="", meta={}) for rid in ids], sims
         docs, metas = got["documents"][0], got["metadatas"][0]
         out = []
         for i, rid in enumerate(ids):

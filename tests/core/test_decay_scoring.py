@@ -92,6 +92,17 @@ def test_keyword_biases_each_component_once() -> None:
     assert keyword_biases("nothing here", cfg).tolist() == [0, 0, 0, 0]
 
 
+def test_keyword_table_given_as_lists_is_held_as_tuples() -> None:
+    """A bias table read from JSON arrives as lists: the config holds it as tuples, so that
+    scoring can cache its lookup per table; single words and phrases both match."""
+    table = [["what", 0.5, ["dog", "cat food"]]]
+    cfg = WeightConfig(keyword_biases=table)  # type: ignore[arg-type]
+    assert cfg.keyword_biases == (("what", 0.5, ("dog", "cat food")),)
+    assert keyword_biases("my dog", cfg).tolist() == [0.5, 0, 0, 0]
+    assert keyword_biases("some cat food", cfg).tolist() == [0.5, 0, 0, 0]
+    assert keyword_biases("a cat", cfg).tolist() == [0, 0, 0, 0]
+
+
 @given(st.text(max_size=50), st.floats(0, 2), st.floats(0, 2), st.floats(0, 1e10))
 def test_weights_are_a_distribution(q: str, en: float, cn: float, dt: float) -> None:
     w = adaptive_weights(q, en, cn, dt, WeightConfig())

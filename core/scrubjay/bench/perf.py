@@ -107,28 +107,11 @@ def _timed(fn: Callable[[], Any], repeats: int) -> list[float]:
     return out
 
 
-def _timed_pair(first: Callable[[], Any], second: Callable[[], Any],
-                repeats: int) -> tuple[list[float], list[float]]:
-    """:func:`_timed` for two functions, alternating them call by call, so that both see the
-    same machine load (their ratio is what the benchmark reports)."""
-    first()
-    second()
-    a, b = [], []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        first()
-        a.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        second()
-        b.append(time.perf_counter() - t)
-    return a, b
-
-
-def _timed_streams(first: Callable[[], Any], second: Callable[[], Any], repeats: int,
-                   run: int = 20) -> tuple[list[float], list[float]]:
-    """:func:`_timed_pair` by runs of ``run`` calls: each function is timed inside a stream of
-    its own calls (as a query stream would call it), and the two streams alternate, so that
-    both see the same machine load."""
+def _timed_alternating(first: Callable[[], Any], second: Callable[[], Any], repeats: int,
+                   run: int = 1) -> tuple[list[float], list[float]]:
+    """:func:`_timed` for two functions that alternate, so that both see the same machine
+    load: call by call, or by runs of ``run`` calls (each function then timed inside a stream
+    of its own calls, as a query stream would call it)."""
     first()
     second()
     a: list[float] = []
@@ -269,7 +252,7 @@ def _search_one(mem: Any, corpus: Corpus, queries: list[str], k: int,
     it = iter(queries * 2)
     col = mem._store.what  # the same collection ScrubJay queries
     vecs = iter([corpus.embed([q])[0] for q in queries] * 2)
-    sj, chroma = _timed_pair(
+    sj, chroma = _timed_alternating(
         lambda: mem.search(next(it), k=k),
         lambda: col.query(query_embeddings=[next(vecs)], n_results=k,
                           include=["distances", "metadatas", "documents"]),
@@ -513,11 +496,11 @@ def run_buffer(corpus: Corpus, n: int, work: Path, *, queries: int, bar: Any) ->
         raise RuntimeError("the full search of the buffer benchmark was served by the buffer")
 
     it_b, it_f = iter(stream * 4), iter(stream * 4)
-    buffered, full = _timed_streams(lambda: mem.search(next(it_b), k=K),
-                                    lambda: full_search(next(it_f)), queries)
+    buffered, full = _timed_alternating(lambda: mem.search(next(it_b), k=K),
+                                    lambda: full_search(next(it_f)), queries, run=20)
     # each buffered search right after a full one: the block is no longer in the CPU caches
-    cold_b, cold_f = _timed_pair(lambda: mem.search(next(it_b), k=K),
-                                 lambda: full_search(next(it_f)), queries)
+    cold_b, cold_f = _timed_alternating(lambda: mem.search(next(it_b), k=K),
+                                    lambda: full_search(next(it_f)), queries)
     mem.close()
     _tick(bar, "buffer")
     b, f = _pct(buffered), _pct(full)
