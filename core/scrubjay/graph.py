@@ -19,6 +19,7 @@ linking uses, and :class:`EpisodicGraph` is the data structure.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +29,8 @@ from numpy.typing import NDArray
 
 from .config import GraphConfig
 
-__all__ = ["Edge", "edge_weights", "edge_weights_from_similarity", "EpisodicGraph"]
+__all__ = ["Edge", "edge_weights", "edge_weights_from_similarity", "temporal_horizon_s",
+           "EpisodicGraph"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,25 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
                    np.exp(-cfg.lambda_temporal_per_s * gap_s), 0.0)
     e = cfg.weight_semantic * e_s + cfg.weight_contextual * e_c + cfg.weight_temporal * e_t
     return e, e_s, e_c, e_t
+
+
+def temporal_horizon_s(cfg: GraphConfig) -> float | None:
+    """The largest time gap at which the temporal term alone reaches ``min_edge_weight``
+    (``w_T exp(-lambda gap) >= min_edge_weight``, and ``gap < Delta_T``); None when it never
+    does.
+
+    Beyond it, two memories are linked only through ``e_S`` or ``e_C``, which the vector
+    queries find, so the temporal candidates of a new memory are looked for within it.
+
+    >>> round(temporal_horizon_s(GraphConfig()) / 3600, 2)   # ln(0.3 / 0.001) hours
+    5.7
+    """
+    w, floor = cfg.weight_temporal, cfg.min_edge_weight
+    if w <= 0 or w < floor:
+        return None
+    if floor <= 0 or cfg.lambda_temporal_per_s == 0:
+        return cfg.delta_temporal_s
+    return min(cfg.delta_temporal_s, math.log(w / floor) / cfg.lambda_temporal_per_s)
 
 
 def _clear_views(g: nx.Graph) -> None:
@@ -208,10 +229,24 @@ class EpisodicGraph:
             rows = json.loads(payload)
         except ValueError:
             return
+        adj = self.g._adj  # Graph.add_edge without its view handling, per edge
+        mine = adj[node]
         for row in rows:
             if isinstance(row, list) and len(row) == 5 and isinstance(row[0], str):
-                self.g.add_edge(node, row[0], weight=float(row[1]), semantic=float(row[2]),
-                                contextual=float(row[3]), temporal=float(row[4]))
+                other = row[0]
+                data = {"weight": float(row[1]), "semantic": float(row[2]),
+                        "contextual": float(row[3]), "temporal": float(row[4])}
+                theirs = adj.get(other)
+                if theirs is None:
+                    self.g.add_node(other)
+                    theirs = adj[other]
+                old = mine.get(other)
+                if old is not None:  # add_edge updates the existing edge's data in place
+                    old.update(data)
+                    continue
+                mine[other] = data
+                theirs[node] = data
+        _clear_views(self.g)
 
     def add_edges_from_arrays(self, nodes: Sequence[str], u: Sequence[int], v: Sequence[int],
                               weight: Sequence[float], semantic: Sequence[float],

@@ -51,7 +51,7 @@ from .errors import (
     MemoryNotFoundError,
     ScrubJayError,
 )
-from .graph import EpisodicGraph, edge_weights, edge_weights_from_similarity
+from .graph import EpisodicGraph, edge_weights, edge_weights_from_similarity, temporal_horizon_s
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
@@ -554,7 +554,7 @@ class ScrubJayMemory:
                                 annotation=a, source=c.source)
                    for p, a, c in zip(items, annotations, labels, strict=True)]
         self._store.check_embedder(self._embedder.name, int(what.shape[1]))
-        replaced = [r.id for r in records if self._exists(r.id)]
+        replaced = self._existing([r.id for r in records])
         if replaced:
             self._delete_ids(replaced)
         graph = self._graph if self._use_mirror else EpisodicGraph(self.config.graph)
@@ -590,10 +590,13 @@ class ScrubJayMemory:
             self._graph.loads(row.id, row.meta.get("sj_edges"))
         self._refresh_wdeg(ids)
 
-    def _exists(self, mid: str) -> bool:
+    def _existing(self, ids: list[str]) -> list[str]:
+        """Those of ``ids`` already stored, in order (server mode: one read per batch)."""
         if self._use_mirror:
-            return self._mirror is not None and mid in self._mirror.row_of
-        return bool(self._store.get([mid]))
+            row_of = self._mirror.row_of if self._mirror is not None else {}
+            return [i for i in ids if i in row_of]
+        found = self._store.existing(ids)
+        return [i for i in ids if i in found]
 
     def _link(self, records: list[MemoryRecord], what: NDArray[np.float32],
               where: NDArray[np.float32], graph: EpisodicGraph) -> set[str]:
@@ -688,38 +691,54 @@ class ScrubJayMemory:
 
     def _link_candidates_server(self, records: list[MemoryRecord], what: NDArray[np.float32],
                                 where: NDArray[np.float32], graph: EpisodicGraph) -> _Candidates:
-        """Server mode: candidates from Chroma, then exact edge weights on them."""
+        """Server mode: candidates from Chroma, then exact edge weights on them.
+
+        Per new item: its ``max_neighbors`` nearest by what and by where (one query each for
+        the whole batch) and its ``4 * max_neighbors`` nearest in time on each side within
+        :func:`~scrubjay.graph.temporal_horizon_s` (one read per stretch of time), so that a
+        batch costs a few requests whatever its size.
+        """
         cfg = self.config.graph
         k = cfg.max_neighbors
+        by_what = self._store.query_many("what", what, k)
+        has_where = [i for i in range(len(records)) if np.any(where[i])]
+        by_where: dict[int, list[str]] = {}
+        if has_where:
+            by_where = dict(zip(has_where, self._store.query_many("where", where[has_where], k),
+                                strict=True))
+        horizon = temporal_horizon_s(cfg)
+        by_time = self._store.nearest_in_time([r.created_at_s for r in records], horizon,
+                                              4 * k) if horizon is not None else \
+            [[] for _ in records]
         cand_ids: set[str] = set()
         per_item: list[set[str]] = []
         for i, rec in enumerate(records):
-            mine: set[str] = set()
-            mine.update(self._store.query("what", what[i], k)[0])
-            if np.any(where[i]):
-                mine.update(self._store.query("where", where[i], k)[0])
-            mine.update(self._store.ids_in_time_range(rec.created_at_s - cfg.delta_temporal_s,
-                                                      rec.created_at_s + cfg.delta_temporal_s,
-                                                      4 * k))
+            mine = set(by_what[i])
+            mine.update(by_where.get(i, ()))
+            mine.update(by_time[i])
             mine.discard(rec.id)
             per_item.append(mine)
             cand_ids |= mine
         rows = {r.id: r for r in self._store.get(sorted(cand_ids), vectors=True)}
         for r in rows.values():  # their adjacency, so the degree caps hold
             graph.loads(r.id, r.meta.get("sj_edges"))
+        # the candidates' vectors and times as matrices, indexed per item
+        index = {c: j for j, c in enumerate(rows)}
         zero = np.zeros(what.shape[1], dtype=np.float32)
+        all_what = np.stack([r.what for r in rows.values()]) if rows else None
+        all_where = np.stack([r.where if r.where is not None else zero
+                              for r in rows.values()]) if rows else None
+        all_t = np.array([float(r.meta.get("sj_t", 0.0)) for r in rows.values()])
         out: list[_CandidateRow] = []
         for i in range(len(records)):
-            ids = [c for c in sorted(per_item[i]) if c in rows]
+            ids = [c for c in sorted(per_item[i]) if c in index]
             if not ids:
                 out.append(_NO_CANDIDATES)
                 continue
-            w_what = np.stack([rows[c].what for c in ids])
-            w_where = np.stack([rows[c].where if rows[c].where is not None else zero
-                                for c in ids])
-            t = np.array([float(rows[c].meta.get("sj_t", 0.0)) for c in ids])
-            out.append((*edge_weights(what[i], where[i], records[i].created_at_s, w_what,
-                                      w_where, t, cfg), ids))
+            j = np.fromiter((index[c] for c in ids), dtype=np.intp, count=len(ids))
+            assert all_what is not None and all_where is not None
+            out.append((*edge_weights(what[i], where[i], records[i].created_at_s, all_what[j],
+                                      all_where[j], all_t[j], cfg), ids))
         return _Candidates.pad(out)
 
     def _scan(self, n: int) -> bool:

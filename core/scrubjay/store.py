@@ -62,6 +62,8 @@ _WRITE_BATCH = 1_000
 #: Records per metadata update (chosen: one request per 5,000 records took half the time of
 #: five of 1,000 in the RCI benchmark; an embedded Chroma 1.5 accepts at most 5,461 per call).
 _UPDATE_BATCH = 5_000
+#: The most memories one read by time returns (server mode's temporal link candidates).
+TIME_READ_MAX = 5_000
 #: Metadata key of a memory's latest RCI update (see the module docstring).
 _RCI_KEY = "sj_rci"
 #: Largest angle (radians) between a memory's indexed and exact what-vectors (chosen: it shifts a
@@ -614,26 +616,76 @@ class ChromaStore:
 
     def query_many(self, which: str, vectors: NDArray[np.float32],
                    n: int) -> list[list[str]]:
-        """Top-``n`` ids for each of several vectors, in one Chroma query (HNSW)."""
+        """Top-``n`` ids for each of several vectors, in one Chroma query (HNSW) per
+        :data:`_PAGE` vectors."""
         col = self.what if which == "what" else self.where
         if n <= 0 or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
+        vectors = np.asarray(vectors, dtype=np.float32)
+        out: list[list[str]] = []
         try:
-            got = _query(col, query_embeddings=np.asarray(vectors, dtype=np.float32),
-                            n_results=n, include=[])
+            for lo in range(0, len(vectors), _PAGE):
+                got = _query(col, query_embeddings=vectors[lo:lo + _PAGE], n_results=n,
+                             include=[])
+                out.extend(list(ids) for ids in got["ids"])
         except Exception as exc:
             raise _wrap(f"query the {which} collection", exc) from exc
-        return [list(ids) for ids in got["ids"]]
+        return out
 
-    def ids_in_time_range(self, lo_s: float, hi_s: float, limit: int) -> list[str]:
-        """Ids of memories created in ``[lo_s, hi_s]`` (for temporal edges, server mode)."""
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` that are stored (one read per :data:`_PAGE` ids, no payload)."""
+        found: set[str] = set()
         try:
-            got = self.what.get(where={"$and": [{"sj_t": {"$gte": lo_s}},
-                                                {"sj_t": {"$lte": hi_s}}]},
-                                limit=limit, include=[])
+            for lo in range(0, len(ids), _PAGE):
+                found.update(_retry(self.what.get, ids=list(ids[lo:lo + _PAGE]),
+                                    include=[])["ids"])
         except Exception as exc:
-            raise _wrap("query by time", exc) from exc
-        return list(got["ids"])
+            raise _wrap(f"read {len(ids)} ids", exc) from exc
+        return found
+
+    def nearest_in_time(self, times: Sequence[float], horizon_s: float,
+                        n: int) -> list[list[str]]:
+        """For each of ``times``, the ids of the (up to) ``n`` stored memories created nearest
+        before it and the ``n`` nearest after it, within ``horizon_s`` (server mode's temporal
+        link candidates).
+
+        Overlapping windows ``[t - horizon_s, t + horizon_s]`` are merged into stretches, and
+        each stretch is one read. A stretch holding more than :data:`TIME_READ_MAX` memories
+        is read only that far, and which of them Chroma returns is its choice (it has no
+        ordering by metadata): the nearest are then taken from that subset.
+        """
+        out: list[list[str]] = [[] for _ in times]
+        if n <= 0 or horizon_s < 0 or not len(times):
+            return out
+        t_new = np.asarray(times, dtype=np.float64)
+        stretches: list[tuple[float, float, list[int]]] = []
+        for i in np.argsort(t_new, kind="stable").tolist():
+            lo, hi = t_new[i] - horizon_s, t_new[i] + horizon_s
+            if stretches and lo <= stretches[-1][1]:
+                stretches[-1] = (stretches[-1][0], hi, stretches[-1][2] + [i])
+            else:
+                stretches.append((lo, hi, [i]))
+        for lo, hi, members in stretches:
+            try:
+                got = _retry(self.what.get, where={"$and": [{"sj_t": {"$gte": float(lo)}},
+                                                            {"sj_t": {"$lte": float(hi)}}]},
+                             limit=TIME_READ_MAX, include=["metadatas"])
+            except Exception as exc:
+                raise _wrap("read memories by time", exc) from exc
+            if len(got["ids"]) >= TIME_READ_MAX:
+                logger.debug("%d+ memories within %.0f s of a batch: temporal link candidates "
+                             "taken from Chroma's first %d", TIME_READ_MAX, horizon_s,
+                             TIME_READ_MAX)
+            t = np.array([float((m or {}).get("sj_t", np.nan)) for m in got["metadatas"]])
+            keep = np.flatnonzero(np.isfinite(t))
+            order = keep[np.argsort(t[keep], kind="stable")]
+            ids, t_sorted = [got["ids"][j] for j in order], t[order]
+            for i in members:
+                at = int(np.searchsorted(t_sorted, t_new[i]))
+                a, b = max(0, at - n), min(len(ids), at + n)
+                out[i] = [ids[j] for j in range(a, b)
+                          if abs(t_sorted[j] - t_new[i]) <= horizon_s]
+        return out
 
     def reconcile(self) -> int:
         """Delete ``where`` rows whose memory does not exist (left by a crash). Returns count."""

@@ -13,7 +13,7 @@ Sections (each a key of the JSON):
   exact scan over all memories (for the server, a mirror-backed memory on the same server);
   embedded and/or server mode.
 * ``ingest``: memories/s of ``add_many`` (synthetic vectors and the bundled embedder) against
-  embedding plus a raw Chroma add of the same records.
+  embedding plus a raw Chroma add of the same records; embedded and/or server mode.
 * ``rci``: ``integrate`` latency against the number of affected memories, LLM calls per event,
   and the 10k case against one raw Chroma metadata update of 10k records.
 * ``buffer``: hit rate and latency of buffered searches on a task-focused query stream.
@@ -334,60 +334,81 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
 
 
 # ---------------------------------------------------------------------------- ingest
-def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any) -> dict[str, Any]:
+def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
+               modes: list[str] | None = None) -> dict[str, Any]:
+    """``add_many`` against embedding plus a raw Chroma add of the same records, per embedder
+    (synthetic lookups, the bundled model) and mode; embedded figures at the top level,
+    server ones under ``"server"``."""
     import chromadb
     from chromadb.config import Settings
 
+    out: dict[str, Any] = {"n": n, "batch": batch}
+    texts = [f"{t} about item {i % 97}" for i, t in enumerate(corpus.texts[:n])]
+    for text in texts:
+        corpus.lut.setdefault(text, corpus.lut[text.split(" about")[0]])
+    items = [{"text": texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(n)]
+    # the bundled model loads once per process (the estimator's too): not a per-memory cost
+    from scrubjay.embedding import WordLlamaEmbedder
+    WordLlamaEmbedder().embed(["warm up"])
+    for mode in modes or ["embedded"]:
+        with contextlib.ExitStack() as stack:
+            client = None
+            if mode == "server":
+                host, port = stack.enter_context(chroma_server(work / "ingest-server"))
+                client = chromadb.HttpClient(host=host, port=port)
+            for name in ("synthetic", "bundled"):
+                raw_client = client or chromadb.PersistentClient(
+                    path=str(work / f"ingest-raw-{name}"),
+                    settings=Settings(anonymized_telemetry=False))
+                col = raw_client.get_or_create_collection(
+                    f"raw-{name}", embedding_function=None,
+                    configuration={"hnsw": {"space": "cosine"}})
+                got = _ingest_one(corpus, name, col, items, batch, client,
+                                  work / f"ingest-sj-{name}")
+                (out if mode == "embedded" else out.setdefault("server", {}))[name] = got
+                _tick(bar, f"ingest {name} ({mode})")
+                _tick(bar, f"ingest {name} ({mode})")
+    return out
+
+
+def _ingest_one(corpus: Corpus, name: str, col: Any, items: list[dict[str, Any]], batch: int,
+                client: Any, path: Path) -> dict[str, float]:
+    """One embedder in one mode: raw adds and ``add_many`` alternate batch by batch, so that
+    both see the same machine load."""
     from scrubjay import ScrubJayConfig, ScrubJayMemory
     from scrubjay.config import LLMConfig
     from scrubjay.embedding import WordLlamaEmbedder
 
-    out: dict[str, Any] = {"n": n, "batch": batch}
-    texts = [f"{t} about item {i % 97}" for i, t in enumerate(corpus.texts[:n])]
-    # the bundled model loads once per process (the estimator's too): not a per-memory cost
-    WordLlamaEmbedder().embed(["warm up"])
-    for name, make in (("synthetic", lambda: corpus.embed),
-                       ("bundled", lambda: WordLlamaEmbedder())):
-        emb = make()
-        embed = (lambda ts, e=emb: e(ts)) if name == "synthetic" else \
-            (lambda ts, e=emb: e.embed(ts))
-        folder = work / f"ingest-raw-{name}"
-        client = chromadb.PersistentClient(path=str(folder),
-                                           settings=Settings(anonymized_telemetry=False))
-        col = client.get_or_create_collection("raw", embedding_function=None,
-                                              configuration={"hnsw": {"space": "cosine"}})
-        items = [{"text": texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(n)]
-        if name == "synthetic":
-            for text in texts:
-                corpus.lut.setdefault(text, corpus.lut[text.split(" about")[0]])
-            mem = _memory(work / f"ingest-sj-{name}", corpus)
-        else:
-            mem = ScrubJayMemory(path=work / f"ingest-sj-{name}", embedder=emb,
-                                 config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
-                                 clock=_clock(T0 + n + 3600))
+    if name == "synthetic":
+        def embed(ts: list[str]) -> Any:
+            return corpus.embed(ts)
+        mem = _memory(None if client else path, corpus, client=client, namespace="ingest")
+    else:
+        model = WordLlamaEmbedder()
 
-        def raw_add(part: list[dict[str, Any]], embed: Any = embed, col: Any = col) -> None:
+        def embed(ts: list[str]) -> Any:
+            return model.embed(ts)
+        mem = ScrubJayMemory(path=None if client else path, client=client,
+                             namespace="ingest-bundled", embedder=model,
+                             config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
+                             clock=_clock(T0 + len(items) + 3600))
+    raw_s = sj_s = 0.0
+    try:
+        for lo in range(0, len(items), batch):
+            part = items[lo:lo + batch]
+            t = time.perf_counter()
             vec = np.asarray(embed([p["text"] for p in part]), dtype=np.float32)
             col.add(ids=[p["id"] for p in part], embeddings=vec,
                     documents=[p["text"] for p in part],
                     metadatas=[{"t": p["at"]} for p in part])
-
-        # batch by batch, alternating, so that both see the same machine load
-        raw_s = sj_s = 0.0
-        for lo in range(0, n, batch):
-            part = items[lo:lo + batch]
-            t = time.perf_counter()
-            raw_add(part)
             raw_s += time.perf_counter() - t
             t = time.perf_counter()
             mem.add_many(part)
             sj_s += time.perf_counter() - t
+    finally:
         mem.close()
-        _tick(bar, f"ingest {name}")
-        _tick(bar, f"ingest {name}")
-        out[name] = {"sj_per_s": n / sj_s, "embed_plus_chroma_add_per_s": n / raw_s,
-                     "overhead": sj_s / raw_s - 1.0}
-    return out
+    return {"sj_per_s": len(items) / sj_s, "embed_plus_chroma_add_per_s": len(items) / raw_s,
+            "overhead": sj_s / raw_s - 1.0}
 
 
 # ---------------------------------------------------------------------------- RCI
@@ -557,7 +578,7 @@ def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: boo
     rci_counts = rci_counts or [1, 10, 100, 1_000, 10_000]
     ingest_n = ingest_n or min(top, 10_000)
     corpus = Corpus(top)
-    steps = 3 * len(sizes) + 4 + 3 + 1 + 1
+    steps = 3 * len(sizes) + 4 * len(modes) + 3 + 1 + 1
     work = Path(tempfile.mkdtemp(prefix="sj-perf-"))
     try:
         with _bar(steps, progress, "bench perf") as bar:
@@ -571,7 +592,8 @@ def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: boo
                                           bar=bar)
             result["buffer"] = run_buffer(corpus, top, work, queries=queries, bar=bar)
             result["memory"] = run_memory(top, work, bar)
-            result["ingest"] = run_ingest(corpus, ingest_n, work, batch=batch, bar=bar)
+            result["ingest"] = run_ingest(corpus, ingest_n, work, batch=batch, bar=bar,
+                                          modes=modes)
             result["rci"] = run_rci(work, counts=rci_counts, bar=bar)
             result["wall_s"] = time.perf_counter() - t0
     finally:
@@ -598,12 +620,15 @@ def _table(res: dict[str, Any]) -> str:
                 f"{row['llamaindex_time_weighted']['p50_ms']:.1f} |")
     ing = res["ingest"]
     lines += ["", f"Ingest ({ing['n']:,} memories, batches of {ing['batch']:,}):", "",
-              "| embedder | sj memories/s | embed + Chroma add /s | overhead |",
-              "|---|---|---|---|"]
-    for name in ("synthetic", "bundled"):
-        r = ing[name]
-        lines.append(f"| {name} | {r['sj_per_s']:.0f} | {r['embed_plus_chroma_add_per_s']:.0f} "
-                     f"| {100 * r['overhead']:.0f}% |")
+              "| mode | embedder | sj memories/s | embed + Chroma add /s | overhead |",
+              "|---|---|---|---|---|"]
+    for mode, rows in (("embedded", ing), ("server", ing.get("server", {}))):
+        for name in ("synthetic", "bundled"):
+            if name in rows:
+                r = rows[name]
+                lines.append(f"| {mode} | {name} | {r['sj_per_s']:.0f} | "
+                             f"{r['embed_plus_chroma_add_per_s']:.0f} | "
+                             f"{100 * r['overhead']:.0f}% |")
     rci = res["rci"]
     lines += ["", "RCI:", "", "| affected | LLM calls | latency ms |", "|---|---|---|"]
     for r in rci["events"]:

@@ -1,0 +1,118 @@
+"""Server mode ``add_many``: a batch costs a few Chroma requests whatever its size, and its
+temporal link candidates are the memories nearest in time (a real ``chroma run`` server)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import Counter
+from typing import Any
+
+import chromadb
+import numpy as np
+import pytest
+from scrubjay import ScrubJayConfig, ScrubJayMemory
+from scrubjay.config import GraphConfig, LLMConfig
+from scrubjay.embedding import CallableEmbedder
+from scrubjay.graph import temporal_horizon_s
+
+T0 = 1_764_000_000.0
+DIM = 32
+
+
+class _Counting:
+    """A Chroma collection that counts the requests made through it."""
+
+    def __init__(self, col: Any, counts: Counter[str]) -> None:
+        self._col, self._counts = col, counts
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._col, name)
+        if name in ("get", "query", "add", "upsert", "update", "delete", "count"):
+            def call(*args: Any, **kwargs: Any) -> Any:
+                self._counts[name] += 1
+                return attr(*args, **kwargs)
+            return call
+        return attr
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def _memory(chroma_server: tuple[str, int], lut: dict[str, np.ndarray],
+            max_neighbors: int = 16) -> ScrubJayMemory:
+    host, port = chroma_server
+    emb = CallableEmbedder(lambda ts: np.stack([lut[t] for t in ts]), name="callable:srv-ingest")
+    cfg = ScrubJayConfig(llm=LLMConfig(annotate=False),
+                         graph=GraphConfig(max_neighbors=max_neighbors))
+    return ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
+                          namespace=f"ingest-{uuid.uuid4().hex[:8]}", embedder=emb, config=cfg,
+                          clock=lambda: T0 + 10 * 3600.0)
+
+
+def _requests_for_a_batch(chroma_server: tuple[str, int], size: int) -> int:
+    rng = np.random.default_rng(size)
+    lut = {"": np.zeros(DIM, np.float32)}
+    items = []
+    for i in range(size + 50):
+        text = f"note {i}"
+        lut[text] = _unit(rng.standard_normal(DIM))
+        items.append({"text": text, "context": "desk" if i % 2 else "",
+                      "at": T0 + 60.0 * i, "id": f"n{i}"})
+    lut["desk"] = _unit(rng.standard_normal(DIM))
+    mem = _memory(chroma_server, lut)
+    try:
+        mem.add_many(items[:50])  # an existing store, so that every kind of candidate exists
+        counts: Counter[str] = Counter()
+        store = mem._store
+        store.what, store.where = _Counting(store.what, counts), _Counting(store.where, counts)
+        mem.add_many(items[50:])
+        assert len(mem) == size + 50
+        return sum(counts.values())
+    finally:
+        mem.close()
+
+
+def test_a_batch_costs_the_same_requests_whatever_its_size(chroma_server) -> None:
+    small = _requests_for_a_batch(chroma_server, 10)
+    large = _requests_for_a_batch(chroma_server, 200)
+    # per batch: the existence check, the what and where queries, one read by time, the
+    # candidates' rows and where-vectors, the writes and the neighbours' edge updates
+    # (candidates looked up per item took 4 requests per memory: 800 for the large batch)
+    assert large == small
+    assert large <= 12
+
+
+def test_temporal_candidates_are_the_nearest_in_time(chroma_server) -> None:
+    """Forty older memories inside the window, written first, and one a minute before the new
+    memory, written last: the new one links to that one (time alone makes the edge)."""
+    rng = np.random.default_rng(3)
+    new_vec = _unit(rng.standard_normal(DIM))
+    lut = {"": np.zeros(DIM, np.float32), "new": new_vec, "recent": -new_vec}
+    old = []
+    for i in range(40):
+        text = f"older {i}"
+        # closer to the new memory than 'recent' is, but below theta_S: no semantic edge
+        lut[text] = _unit(new_vec + 1.5 * rng.standard_normal(DIM))
+        old.append({"text": text, "at": T0 + 3600.0 + 60.0 * i, "id": f"o{i}"})
+    t_new = T0 + 5 * 3600.0
+    assert t_new - old[0]["at"] < temporal_horizon_s(GraphConfig())  # all in the window
+    mem = _memory(chroma_server, lut, max_neighbors=4)  # 16 temporal candidates per side
+    try:
+        mem.add_many(old)
+        mem.add_many([{"text": "recent", "at": t_new - 60.0, "id": "recent"}])
+        mem.add_many([{"text": "new", "at": t_new, "id": "new"}])
+        assert max(float(new_vec @ lut[o["text"]]) for o in old) < 0.75
+        edges = _stored_edges(mem, "new")
+        assert "recent" in edges
+        assert edges["recent"] == pytest.approx(0.3 * np.exp(-60 / 3600))
+        assert "new" in _stored_edges(mem, "recent")  # persisted on both ends
+    finally:
+        mem.close()
+
+
+def _stored_edges(mem: ScrubJayMemory, mid: str) -> dict[str, float]:
+    """A memory's adjacency as persisted in its Chroma metadata."""
+    meta = mem._store.get([mid])[0].meta
+    return {row[0]: row[1] for row in json.loads(meta["sj_edges"])}
