@@ -430,12 +430,20 @@ class ScrubJayMemory:
 
     @staticmethod
     def _meta(rec: MemoryRecord, edges: str) -> dict[str, Any]:
+        """A new record's Chroma metadata. The context, annotation and user metadata are left
+        out when empty (:meth:`_record` reads a missing key as empty): Chroma writes each key
+        as a row of its own, so a lighter row is a cheaper write."""
         meta: dict[str, Any] = {
-            "sj_ctx": rec.context, "sj_label": rec.label, "sj_pi": float(rec.pi),
-            "sj_tau": float(rec.tau_s), "sj_value": float(rec.value),
-            "sj_t": float(rec.created_at_s), "sj_src": rec.source, "sj_ann": rec.annotation,
-            "sj_edges": edges, "sj_meta": dumps_user_meta(rec.metadata),
+            "sj_label": rec.label, "sj_pi": float(rec.pi), "sj_tau": float(rec.tau_s),
+            "sj_value": float(rec.value), "sj_t": float(rec.created_at_s), "sj_src": rec.source,
+            "sj_edges": edges,
         }
+        if rec.context:
+            meta["sj_ctx"] = rec.context
+        if rec.annotation:
+            meta["sj_ann"] = rec.annotation
+        if rec.metadata:
+            meta["sj_meta"] = dumps_user_meta(rec.metadata)
         if rec.updated_at_s is not None:
             meta["sj_updated"] = float(rec.updated_at_s)
         meta.update(user_filter_keys(rec.metadata))
@@ -694,7 +702,7 @@ class ScrubJayMemory:
         """Server mode: candidates from Chroma, then exact edge weights on them.
 
         Per new item: its ``max_neighbors`` nearest by what and by where (one query each for
-        the whole batch) and its ``4 * max_neighbors`` nearest in time on each side within
+        the whole batch) and its ``2 * max_neighbors`` nearest in time on each side within
         :func:`~scrubjay.graph.temporal_horizon_s` (one read per stretch of time), so that a
         batch costs a few requests whatever its size.
         """
@@ -708,7 +716,7 @@ class ScrubJayMemory:
                                 strict=True))
         horizon = temporal_horizon_s(cfg)
         by_time = self._store.nearest_in_time([r.created_at_s for r in records], horizon,
-                                              4 * k) if horizon is not None else \
+                                              2 * k) if horizon is not None else \
             [[] for _ in records]
         cand_ids: set[str] = set()
         per_item: list[set[str]] = []

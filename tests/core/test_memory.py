@@ -564,3 +564,20 @@ def test_new_hit_equals_the_keyword_constructor() -> None:
     assert pickle.loads(pickle.dumps(fast)) == slow
     with pytest.raises(AttributeError):
         fast.score = 1.0  # type: ignore[misc]
+
+
+def test_rows_leave_out_empty_fields_and_read_back_the_same(memory_factory) -> None:
+    """A memory without context, annotation or user metadata is written without those keys
+    (Chroma writes one row per key); it reads back, after a reopen, like one that has them."""
+    mem = memory_factory()
+    plain = mem.add("the printer on floor 2 is jammed")
+    full = mem.add("the printer on floor 3 works", context="office", metadata={"room": "3.1"})
+    stored = {row.id: row.meta for row in mem._store.get([plain.id, full.id])}
+    assert not {"sj_ctx", "sj_ann", "sj_meta"} & set(stored[plain.id])
+    assert {"sj_ctx", "sj_meta", "sj_label", "sj_pi", "sj_tau", "sj_value", "sj_t",
+            "sj_edges"} <= set(stored[full.id])
+    mem.close()
+    again = memory_factory()
+    assert again.get(plain.id) == plain
+    assert (plain.context, plain.annotation, plain.metadata) == ("", "", {})
+    assert again.get(full.id) == full and full.metadata == {"room": "3.1"}

@@ -98,7 +98,7 @@ def test_temporal_candidates_are_the_nearest_in_time(chroma_server) -> None:
         old.append({"text": text, "at": T0 + 3600.0 + 60.0 * i, "id": f"o{i}"})
     t_new = T0 + 5 * 3600.0
     assert t_new - old[0]["at"] < temporal_horizon_s(GraphConfig())  # all in the window
-    mem = _memory(chroma_server, lut, max_neighbors=4)  # 16 temporal candidates per side
+    mem = _memory(chroma_server, lut, max_neighbors=4)  # 8 temporal candidates per side
     try:
         mem.add_many(old)
         mem.add_many([{"text": "recent", "at": t_new - 60.0, "id": "recent"}])
