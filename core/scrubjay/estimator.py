@@ -32,6 +32,7 @@ for that class (ephemeral 0.9, task_specific 0.6, procedural 0.3, factual 0.1), 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -126,12 +127,17 @@ def _hashed(feature: str, dim: int) -> int:
     return int.from_bytes(h, "little") % dim
 
 
-def _bow_indices(text: str, dim: int) -> NDArray[np.intp]:
-    """The distinct hashed columns of the unigrams and bigrams of ``text`` (each weighs 1 before
-    the row is normalised, so a row's norm is ``sqrt(len(indices))``)."""
+def _bow_columns(text: str, dim: int) -> list[int]:
+    """The distinct hashed columns of the unigrams and bigrams of ``text``, ascending (each
+    weighs 1 before the row is normalised, so a row's norm is ``sqrt(len(columns))``)."""
     toks = _TOKEN.findall(text.lower())
     feats = set(toks) | {f"{a} {b}" for a, b in zip(toks, toks[1:])}
-    return np.unique(np.fromiter((_hashed(f, dim) for f in feats), np.intp, len(feats)))
+    return sorted({_hashed(f, dim) for f in feats})
+
+
+def _bow_indices(text: str, dim: int) -> NDArray[np.intp]:
+    """:func:`_bow_columns` as an array."""
+    return np.array(_bow_columns(text, dim), dtype=np.intp)
 
 
 def _bow(texts: Sequence[str], dim: int) -> NDArray[np.float32]:
@@ -194,10 +200,15 @@ class LifetimeModel:
         out += w[blocks[5]]
         for scale, start, strings in ((spec.text_bow, blocks[2], texts),
                                       (spec.context_bow, blocks[3], contexts)):
-            for i, text in enumerate(strings):
-                idx = _bow_indices(text, v)
-                if len(idx):
-                    out[i] += scale / math.sqrt(len(idx)) * w[start + idx].sum(axis=0)
+            # each row's n-gram columns gather their weight rows; one sum per row segment
+            cols = [_bow_columns(text, v) for text in strings]
+            sizes = np.fromiter((len(c) for c in cols), np.intp, len(cols))
+            rows = np.flatnonzero(sizes)
+            if not len(rows):
+                continue
+            flat = np.fromiter(itertools.chain.from_iterable(cols), np.intp, int(sizes.sum()))
+            sums = np.add.reduceat(w[start + flat], np.cumsum(sizes[rows]) - sizes[rows], axis=0)
+            out[rows] += (scale / np.sqrt(sizes[rows]))[:, None] * sums
         return out
 
 

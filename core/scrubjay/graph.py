@@ -29,8 +29,8 @@ from numpy.typing import NDArray
 
 from .config import GraphConfig
 
-__all__ = ["Edge", "edge_weights", "edge_weights_from_similarity", "temporal_horizon_s",
-           "EpisodicGraph"]
+__all__ = ["Edge", "edge_weights", "edge_weights_from_similarity",
+           "edge_weight_from_similarity", "temporal_horizon_s", "EpisodicGraph"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +72,23 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
                    np.exp(-cfg.lambda_temporal_per_s * gap_s), 0.0)
     e = cfg.weight_semantic * e_s + cfg.weight_contextual * e_c + cfg.weight_temporal * e_t
     return e, e_s, e_c, e_t
+
+
+def edge_weight_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.float64] | None,
+                                gap_s: NDArray[np.float64], cfg: GraphConfig) -> NDArray[np.float64]:
+    """``e_ij`` alone, the first array of :func:`edge_weights_from_similarity` (the same
+    floats), with fewer temporaries; ``sim_c=None`` when no memory has a context. For a scan
+    of many pairs that keeps only the strongest: their components are recomputed after."""
+    e = np.where(sim_s >= cfg.theta_semantic, sim_s, 0.0)
+    e *= cfg.weight_semantic
+    if sim_c is not None:
+        e += cfg.weight_contextual * np.where(sim_c >= cfg.theta_contextual, sim_c, 0.0)
+    e_t = -cfg.lambda_temporal_per_s * gap_s
+    np.exp(e_t, out=e_t)
+    e_t[gap_s >= cfg.delta_temporal_s] = 0.0
+    e_t *= cfg.weight_temporal
+    e += e_t
+    return e
 
 
 def temporal_horizon_s(cfg: GraphConfig) -> float | None:

@@ -51,7 +51,8 @@ from .errors import (
     MemoryNotFoundError,
     ScrubJayError,
 )
-from .graph import EpisodicGraph, edge_weights, edge_weights_from_similarity, temporal_horizon_s
+from .graph import (EpisodicGraph, edge_weight_from_similarity, edge_weights,
+                    edge_weights_from_similarity, temporal_horizon_s)
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
@@ -681,18 +682,27 @@ class ScrubJayMemory:
         parts: list[tuple[NDArray[np.float64], ...]] = []
         id_parts: list[NDArray[np.object_]] = []
         valid_parts: list[NDArray[np.bool_]] = []
+        width = 4 * cfg.max_neighbors
         for lo in range(0, len(records), _LINK_BLOCK):
             hi = min(len(records), lo + _LINK_BLOCK)
             sim_s = (what[lo:hi] @ view.what.T).astype(np.float64)  # (block, N)
-            sim_c = (where[lo:hi] @ view.where.T).astype(np.float64) if has_where else \
-                np.zeros_like(sim_s)
-            comps = edge_weights_from_similarity(
-                sim_s, sim_c, np.abs(view.t[None, :] - t_new[lo:hi, None]), cfg)
-            comps, cols = _strongest(comps, np.ones(sim_s.shape, dtype=bool),
-                                     4 * cfg.max_neighbors, -np.inf)
-            parts.append(comps)
-            id_parts.append(ids[np.maximum(cols, 0)])
-            valid_parts.append(cols >= 0)
+            sim_c = (where[lo:hi] @ view.where.T).astype(np.float64) if has_where else None
+            gap = np.abs(view.t[None, :] - t_new[lo:hi, None])
+            # e_ij over the block, its strongest `width` per row, their components after
+            e = edge_weight_from_similarity(sim_s, sim_c, gap, cfg)
+            if e.shape[1] > width:  # O(N) selection per row
+                cols = np.argpartition(-e, width - 1, axis=1)[:, :width]
+            else:
+                cols = np.broadcast_to(np.arange(e.shape[1]), e.shape)
+
+            def pick(a: NDArray[np.float64], cols: NDArray[np.intp] = cols
+                     ) -> NDArray[np.float64]:
+                return np.take_along_axis(a, cols, axis=1)
+            parts.append(edge_weights_from_similarity(
+                pick(sim_s), pick(sim_c) if sim_c is not None else np.zeros(cols.shape),
+                pick(gap), cfg))
+            id_parts.append(ids[cols])
+            valid_parts.append(np.ones(cols.shape, dtype=bool))
         weights = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
         return _Candidates(weights=weights, ids=np.concatenate(id_parts),  # type: ignore[arg-type]
                            valid=np.concatenate(valid_parts))

@@ -92,7 +92,8 @@ def test_evaluate_command_prints_the_table() -> None:
 
 def test_sparse_prediction_equals_the_dense_features_times_the_weights() -> None:
     model, embedder = load_default_model()
-    rows = load_statements("test")[:50] + [{"text": "ok", "context": ""}]
+    rows = load_statements("test")[:50] + [{"text": "ok", "context": ""},
+                                           {"text": "?!", "context": "at the desk"}]
     texts, contexts = [r["text"] for r in rows], [r["context"] for r in rows]
     dense = featurize(texts, contexts, model.spec, embedder).astype(np.float64) @ \
         model.weights.astype(np.float64)
