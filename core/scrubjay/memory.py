@@ -51,8 +51,13 @@ from .errors import (
     MemoryNotFoundError,
     ScrubJayError,
 )
-from .graph import (EpisodicGraph, edge_weight_from_similarity, edge_weights,
-                    edge_weights_from_similarity, temporal_horizon_s)
+from .graph import (
+    EpisodicGraph,
+    edge_weight_from_similarity,
+    edge_weights,
+    edge_weights_from_similarity,
+    temporal_horizon_s,
+)
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
