@@ -75,7 +75,8 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
 
 
 def edge_weight_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.float64] | None,
-                                gap_s: NDArray[np.float64], cfg: GraphConfig) -> NDArray[np.float64]:
+                                gap_s: NDArray[np.float64],
+                                cfg: GraphConfig) -> NDArray[np.float64]:
     """``e_ij`` alone, the first array of :func:`edge_weights_from_similarity` (the same
     floats), with fewer temporaries; ``sim_c=None`` when no memory has a context. For a scan
     of many pairs that keeps only the strongest: their components are recomputed after."""

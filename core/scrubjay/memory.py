@@ -699,13 +699,10 @@ class ScrubJayMemory:
                 cols = np.argpartition(-e, width - 1, axis=1)[:, :width]
             else:
                 cols = np.broadcast_to(np.arange(e.shape[1]), e.shape)
-
-            def pick(a: NDArray[np.float64], cols: NDArray[np.intp] = cols
-                     ) -> NDArray[np.float64]:
-                return np.take_along_axis(a, cols, axis=1)
             parts.append(edge_weights_from_similarity(
-                pick(sim_s), pick(sim_c) if sim_c is not None else np.zeros(cols.shape),
-                pick(gap), cfg))
+                np.take_along_axis(sim_s, cols, axis=1),
+                np.zeros(cols.shape) if sim_c is None else np.take_along_axis(sim_c, cols, axis=1),
+                np.take_along_axis(gap, cols, axis=1), cfg))
             id_parts.append(ids[cols])
             valid_parts.append(np.ones(cols.shape, dtype=bool))
         weights = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))

@@ -62,6 +62,9 @@ _WRITE_BATCH = 1_000
 #: Records per metadata update (chosen: one request per 5,000 records took half the time of
 #: five of 1,000 in the RCI benchmark; an embedded Chroma 1.5 accepts at most 5,461 per call).
 _UPDATE_BATCH = 5_000
+#: Ids per read by id (chosen: SQLite, under both the embedded and the server Chroma, refuses
+#: a statement with more than 32,766 variables: "too many SQL variables" for 40,000 ids).
+_READ_BATCH = 10_000
 #: The most memories one read by time returns (server mode's temporal link candidates).
 TIME_READ_MAX = 5_000
 #: Metadata key of a memory's latest RCI update (see the module docstring).
@@ -498,12 +501,15 @@ class ChromaStore:
         if not ids:
             return []
         include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
+        rows: dict[str, StoredRow] = {}
         try:
-            got = _retry(self.what.get, ids=list(ids), include=include)
-            where_vecs = self._where_embeddings(ids) if vectors and where_vectors else {}
+            for lo in range(0, len(ids), _READ_BATCH):
+                part = list(ids[lo:lo + _READ_BATCH])
+                got = _retry(self.what.get, ids=part, include=include)
+                where_vecs = self._where_embeddings(part) if vectors and where_vectors else {}
+                rows.update((row.id, row) for row in _rows(got, where_vecs, vectors))
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories", exc) from exc
-        rows = {row.id: row for row in _rows(got, where_vecs, vectors)}
         return [rows[i] for i in ids if i in rows]
 
     def where_vectors(self, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
@@ -516,11 +522,13 @@ class ChromaStore:
 
     def _where_embeddings(self, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
         """:meth:`where_vectors` with Chroma's exceptions unwrapped (callers wrap them)."""
-        if not ids:
-            return {}
-        got = _retry(self.where.get, ids=list(ids), include=["embeddings"])
-        return {rid: np.asarray(got["embeddings"][i], dtype=np.float32)
-                for i, rid in enumerate(got["ids"])}
+        out: dict[str, NDArray[np.float32]] = {}
+        for lo in range(0, len(ids), _READ_BATCH):
+            got = _retry(self.where.get, ids=list(ids[lo:lo + _READ_BATCH]),
+                         include=["embeddings"])
+            out.update((rid, np.asarray(got["embeddings"][i], dtype=np.float32))
+                       for i, rid in enumerate(got["ids"]))
+        return out
 
     def iter_all(self, *, vectors: bool = True) -> Iterator[StoredRow]:
         """Every memory, paged (used to build the in-memory mirror and by ``inspect``)."""
@@ -633,11 +641,12 @@ class ChromaStore:
         return out
 
     def existing(self, ids: Sequence[str]) -> set[str]:
-        """Those of ``ids`` that are stored (one read per :data:`_PAGE` ids, no payload)."""
+        """Those of ``ids`` that are stored (one read per :data:`_READ_BATCH` ids, no
+        payload)."""
         found: set[str] = set()
         try:
-            for lo in range(0, len(ids), _PAGE):
-                found.update(_retry(self.what.get, ids=list(ids[lo:lo + _PAGE]),
+            for lo in range(0, len(ids), _READ_BATCH):
+                found.update(_retry(self.what.get, ids=list(ids[lo:lo + _READ_BATCH]),
                                     include=[])["ids"])
         except Exception as exc:
             raise _wrap(f"read {len(ids)} ids", exc) from exc

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from scrubjay import LLMConfig, RCIConfig, ScrubJayConfig, ScrubJayMemory
 from scrubjay.config import GraphConfig
-from scrubjay.graph import Edge, EpisodicGraph, edge_weights
+from scrubjay.graph import (
+    Edge,
+    EpisodicGraph,
+    edge_weight_from_similarity,
+    edge_weights,
+    edge_weights_from_similarity,
+    temporal_horizon_s,
+)
 from scrubjay.rci import affinities, apply_updates, clip_deltas, fallback_deltas, parse_deltas
 from scrubjay.testing import ScriptedLLM
 from scrubjay.types import Deltas
@@ -134,6 +141,30 @@ def test_edge_weights_hand_computed() -> None:
     assert c.tolist() == pytest.approx([1.0, 1.0, 0.0])
     assert tt.tolist() == pytest.approx([1.0, math.exp(-2), 0.0])   # 25 h > 24 h -> 0
     assert e.tolist() == pytest.approx([0.32 + 0.3 + 0.3, 0.3 + 0.3 * math.exp(-2), 0.4])
+
+
+def test_edge_weight_alone_equals_the_first_component_exactly() -> None:
+    """The link scan ranks by ``edge_weight_from_similarity``; it must give the same floats as
+    the full computation (with and without contexts, gaps on both sides of Delta_T)."""
+    rng = np.random.default_rng(5)
+    cfg = GraphConfig()
+    sim_s, sim_c = rng.uniform(-1, 1, (40, 300)), rng.uniform(-1, 1, (40, 300))
+    gap = rng.uniform(0, 2 * cfg.delta_temporal_s, (40, 300))
+    gap[0, :5] = cfg.delta_temporal_s  # the boundary itself: no temporal edge
+    full = edge_weights_from_similarity(sim_s, sim_c, gap, cfg)[0]
+    assert np.array_equal(edge_weight_from_similarity(sim_s, sim_c, gap, cfg), full)
+    no_ctx = edge_weights_from_similarity(sim_s, np.zeros_like(sim_c), gap, cfg)[0]
+    assert np.array_equal(edge_weight_from_similarity(sim_s, None, gap, cfg), no_ctx)
+
+
+def test_temporal_horizon() -> None:
+    cfg = GraphConfig()
+    h = temporal_horizon_s(cfg)
+    assert h is not None and cfg.weight_temporal * math.exp(-cfg.lambda_temporal_per_s * h) == \
+        pytest.approx(cfg.min_edge_weight)
+    assert temporal_horizon_s(GraphConfig(weight_temporal=0.0)) is None
+    assert temporal_horizon_s(GraphConfig(min_edge_weight=0.0)) == cfg.delta_temporal_s
+    assert temporal_horizon_s(GraphConfig(lambda_temporal_per_s=1e-9)) == cfg.delta_temporal_s
 
 
 def test_degree_cap_keeps_strongest_and_persistence_round_trip() -> None:

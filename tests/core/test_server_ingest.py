@@ -1,5 +1,6 @@
-"""Server mode ``add_many``: a batch costs a few Chroma requests whatever its size, and its
-temporal link candidates are the memories nearest in time (a real ``chroma run`` server)."""
+"""Ingest at scale. Server mode ``add_many``: a batch costs a few Chroma requests whatever its
+size, and its temporal link candidates are the memories nearest in time (a real ``chroma run``
+server); reads by id of any size work in both modes."""
 
 from __future__ import annotations
 
@@ -116,3 +117,15 @@ def _stored_edges(mem: ScrubJayMemory, mid: str) -> dict[str, float]:
     """A memory's adjacency as persisted in its Chroma metadata."""
     meta = mem._store.get([mid])[0].meta
     return {row[0]: row[1] for row in json.loads(meta["sj_edges"])}
+
+
+def test_reads_of_more_ids_than_sqlite_binds(memory_factory) -> None:
+    """SQLite (under both Chroma modes) refuses a statement with more than 32,766 variables;
+    reads by id are split, so a large batch's candidates or existence check still read."""
+    mem = memory_factory()
+    kept = [mem.add(f"note {i}", context="desk" if i % 2 else "") for i in range(3)]
+    ids = [f"missing-{i}" for i in range(40_000)] + [r.id for r in kept]
+    rows = mem._store.get(ids, vectors=True)
+    assert [r.id for r in rows] == [r.id for r in kept]
+    assert rows[1].where is not None and rows[0].where is None
+    assert mem._store.existing(ids) == {r.id for r in kept}
