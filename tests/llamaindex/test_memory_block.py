@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
 
 import pytest
 from llama_index.core.chat_engine import SimpleChatEngine
@@ -11,6 +12,7 @@ from llama_index.core.memory import Memory
 from llama_index.core.utils import get_tokenizer
 from scrubjay import InvalidInputError, ScrubJayMemory
 from scrubjay.testing import FrozenClock, HashEmbedder
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from llamaindex_scrubjay import ScrubJayMemoryBlock
 
@@ -29,11 +31,26 @@ def mem(clock: FrozenClock, embedder: HashEmbedder) -> ScrubJayMemory:
     m.close()
 
 
-def _memory(block: ScrubJayMemoryBlock, token_limit: int = 120) -> Memory:
-    # a small chat-history share makes Memory flush the older turns into the block
-    # (each Memory gets its own in-memory SQLite chat store)
-    return Memory.from_defaults(session_id="s1", memory_blocks=[block], token_limit=token_limit,
-                                chat_history_token_ratio=0.25, token_flush_size=20)
+@pytest.fixture
+def new_memory() -> Iterator[Callable[..., Memory]]:
+    """LlamaIndex Memories whose chat stores are closed when the test ends.
+
+    A small chat-history share makes Memory flush the older turns into the block; each Memory
+    gets its own in-memory SQLite chat store (aiosqlite). Left to the garbage collector, such a
+    connection can be finalised inside a later test's event loop, and its worker thread then
+    fails on that loop once closed (a PytestUnhandledThreadExceptionWarning in an unrelated
+    test), so the engines are disposed here.
+    """
+    engines: list[AsyncEngine] = []
+
+    def make(block: ScrubJayMemoryBlock, token_limit: int = 120) -> Memory:
+        engines.append(create_async_engine("sqlite+aiosqlite:///:memory:"))
+        return Memory.from_defaults(session_id="s1", memory_blocks=[block],
+                                    token_limit=token_limit, chat_history_token_ratio=0.25,
+                                    token_flush_size=20, async_engine=engines[-1])
+    yield make
+    for engine in engines:
+        asyncio.run(engine.dispose())
 
 
 def _get(memory: Memory, use_async: bool, text: str) -> list[ChatMessage]:
@@ -42,8 +59,8 @@ def _get(memory: Memory, use_async: bool, text: str) -> list[ChatMessage]:
 
 @pytest.mark.parametrize("use_async", [False, True])
 def test_flushed_messages_become_memories_and_go_stale(mem: ScrubJayMemory, clock: FrozenClock,
-                                                       use_async: bool) -> None:
-    memory = _memory(ScrubJayMemoryBlock(mem))
+                                                       use_async: bool, new_memory) -> None:
+    memory = new_memory(ScrubJayMemoryBlock(mem))
     for role, text in CHAT:
         if use_async:
             asyncio.run(memory.aput(ChatMessage(role=role, content=text)))
@@ -74,11 +91,11 @@ def test_token_budget_and_truncation(mem: ScrubJayMemory) -> None:
     assert asyncio.run(block.atruncate(text, 10_000)) is None
 
 
-def test_memory_truncates_a_prioritised_block(mem: ScrubJayMemory) -> None:
+def test_memory_truncates_a_prioritised_block(mem: ScrubJayMemory, new_memory) -> None:
     mem.add_many([f"Fact number {i}: the user likes colour {i}" for i in range(10)])
     block = ScrubJayMemoryBlock(mem, similarity_top_k=10, priority=1)
     whole = asyncio.run(block.aget([ChatMessage(role="user", content="which colour")]))
-    memory = _memory(block, token_limit=60)
+    memory = new_memory(block, token_limit=60)
     out = memory.get(input="which colour")
     shown = [ln for ln in out[0].content.splitlines() if ln.startswith("- ")]
     assert 1 <= len(shown) < len(whole.splitlines())
@@ -97,15 +114,15 @@ def test_roles_and_fixed_context(mem: ScrubJayMemory) -> None:
     assert hits[0].where == pytest.approx(1.0, abs=1e-5)
 
 
-def test_accept_short_term_memory_false_ignores_flushes(mem: ScrubJayMemory) -> None:
-    memory = _memory(ScrubJayMemoryBlock(mem, accept_short_term_memory=False))
+def test_accept_short_term_memory_false_ignores_flushes(mem: ScrubJayMemory, new_memory) -> None:
+    memory = new_memory(ScrubJayMemoryBlock(mem, accept_short_term_memory=False))
     for role, text in CHAT:
         memory.put(ChatMessage(role=role, content=text))
     assert len(mem) == 0
 
 
-def test_chat_engine_loop_sees_the_memories(mem: ScrubJayMemory) -> None:
-    memory = _memory(ScrubJayMemoryBlock(mem), token_limit=200)
+def test_chat_engine_loop_sees_the_memories(mem: ScrubJayMemory, new_memory) -> None:
+    memory = new_memory(ScrubJayMemoryBlock(mem), token_limit=200)
     engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
     for _, text in CHAT[::2]:
         engine.chat(text)
