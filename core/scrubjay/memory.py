@@ -742,12 +742,13 @@ class ScrubJayMemory:
         rows = {r.id: r for r in self._store.get(sorted(cand_ids), vectors=True)}
         for r in rows.values():  # their adjacency, so the degree caps hold
             graph.loads(r.id, r.meta.get("sj_edges"))
+        if not rows:
+            return _Candidates.pad([_NO_CANDIDATES] * len(records))
         # the candidates' vectors and times as matrices, indexed per item
         index = {c: j for j, c in enumerate(rows)}
         zero = np.zeros(what.shape[1], dtype=np.float32)
-        all_what = np.stack([r.what for r in rows.values()]) if rows else None
-        all_where = np.stack([r.where if r.where is not None else zero
-                              for r in rows.values()]) if rows else None
+        all_what = np.stack([r.what for r in rows.values()])
+        all_where = np.stack([zero if r.where is None else r.where for r in rows.values()])
         all_t = np.array([float(r.meta.get("sj_t", 0.0)) for r in rows.values()])
         out: list[_CandidateRow] = []
         for i in range(len(records)):
@@ -756,7 +757,6 @@ class ScrubJayMemory:
                 out.append(_NO_CANDIDATES)
                 continue
             j = np.fromiter((index[c] for c in ids), dtype=np.intp, count=len(ids))
-            assert all_what is not None and all_where is not None
             out.append((*edge_weights(what[i], where[i], records[i].created_at_s, all_what[j],
                                       all_where[j], all_t[j], cfg), ids))
         return _Candidates.pad(out)

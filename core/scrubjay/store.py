@@ -667,14 +667,14 @@ class ChromaStore:
         if n <= 0 or horizon_s < 0 or not len(times):
             return out
         t_new = np.asarray(times, dtype=np.float64)
-        stretches: list[tuple[float, float, list[int]]] = []
+        stretches: list[tuple[float, list[int]]] = []  # (first window's start, items)
         for i in np.argsort(t_new, kind="stable").tolist():
-            lo, hi = t_new[i] - horizon_s, t_new[i] + horizon_s
-            if stretches and lo <= stretches[-1][1]:
-                stretches[-1] = (stretches[-1][0], hi, stretches[-1][2] + [i])
+            if stretches and t_new[i] - horizon_s <= t_new[stretches[-1][1][-1]] + horizon_s:
+                stretches[-1][1].append(i)  # overlaps the previous (sorted) item's window
             else:
-                stretches.append((lo, hi, [i]))
-        for lo, hi, members in stretches:
+                stretches.append((t_new[i] - horizon_s, [i]))
+        for lo, members in stretches:
+            hi = t_new[members[-1]] + horizon_s
             try:
                 got = _retry(self.what.get, where={"$and": [{"sj_t": {"$gte": float(lo)}},
                                                             {"sj_t": {"$lte": float(hi)}}]},
