@@ -273,6 +273,8 @@ class ScrubJayMemory:
         # that this process wrote or read (RCI defers index rewrites up to INDEX_DRIFT_MAX_RAD)
         self._drift_max = 0.0
         self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
+        # ids of a write that failed part-way: they may have what rows the mirror lacks
+        self._maybe_written: set[str] = set()
         self._closed = False
         self._snapshot_file = (snapshot_path(self._store.path, self.namespace)
                                if self._store.path is not None else None)
@@ -575,8 +577,10 @@ class ScrubJayMemory:
         changed = self._link(records, what, where, graph)
         new_ids = {r.id for r in records}
         try:
+            # every id is new now (replaced ones were deleted above): Chroma's add suffices
             self._store.upsert([r.id for r in records], [r.text for r in records],
-                               [self._meta(r, graph.dumps(r.id)) for r in records], what, where)
+                               [self._meta(r, graph.dumps(r.id)) for r in records], what, where,
+                               new=True)
             old = sorted(changed - new_ids)
             if old:
                 self._store.update_meta(old, [{"sj_edges": graph.dumps(n)} for n in old])
@@ -585,6 +589,7 @@ class ScrubJayMemory:
                 self._newest_t = newest
                 self._store.set_state(sj_newest_t=newest)
         except ScrubJayError:
+            self._maybe_written.update(new_ids)  # a retry deletes them before its add
             if self._use_mirror:  # roll the in-memory graph back to what Chroma holds
                 for r in records:
                     self._graph.remove(r.id)
@@ -608,7 +613,8 @@ class ScrubJayMemory:
         """Those of ``ids`` already stored, in order (server mode: one read per batch)."""
         if self._use_mirror:
             row_of = self._mirror.row_of if self._mirror is not None else {}
-            return [i for i in ids if i in row_of]
+            unsure = self._maybe_written
+            return [i for i in ids if i in row_of or i in unsure]
         found = self._store.existing(ids)
         return [i for i in ids if i in found]
 
@@ -1487,6 +1493,7 @@ class ScrubJayMemory:
             for mid in ids:
                 graph.remove(mid)
         self._store.delete(list(ids))
+        self._maybe_written -= gone
         survivors = sorted(changed - gone)
         if survivors:
             g = self._graph if self._use_mirror else graph
@@ -1513,6 +1520,7 @@ class ScrubJayMemory:
             self._buffer = None
             self._newest_t = -math.inf
             self._graph_cache.clear()
+            self._maybe_written.clear()
             self._store = ChromaStore(client=self._store.client, namespace=self.namespace,
                                       prefix=self._store.prefix) if self._store.path is None \
                 else self._reopen_store()

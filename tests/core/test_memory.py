@@ -581,3 +581,44 @@ def test_rows_leave_out_empty_fields_and_read_back_the_same(memory_factory) -> N
     assert again.get(plain.id) == plain
     assert (plain.context, plain.annotation, plain.metadata) == ("", "", {})
     assert again.get(full.id) == full and full.metadata == {"room": "3.1"}
+
+
+class _FailingSecondAdd:
+    """A what collection whose second ``add`` raises, as a write cut short part-way."""
+
+    def __init__(self, col: object) -> None:
+        self._col, self.adds = col, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._col, name)
+
+    def add(self, **kwargs: object) -> None:
+        self.adds += 1
+        if self.adds == 2:
+            raise RuntimeError("disk full")
+        self._col.add(**kwargs)
+
+
+def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
+                                                                  monkeypatch) -> None:
+    """New rows are written with Chroma's add, which ignores an id that already has a row.
+    A batch whose write failed after its first part landed must still be stored as retried,
+    not as the rows of the failed attempt."""
+    import scrubjay.store as store_module
+
+    monkeypatch.setattr(store_module, "_WRITE_BATCH", 2)  # a batch of 4 writes in two parts
+    mem = memory_factory()
+    kept = mem.add("The user's sister lives in Oslo", context="family chat")
+    failing = _FailingSecondAdd(mem._store.what)
+    real, mem._store.what = mem._store.what, failing
+    ids = [f"n{i}" for i in range(4)]
+    with pytest.raises(ScrubJayError):
+        mem.add_many([{"text": f"first draft {i}", "id": ids[i]} for i in range(4)])
+    assert real.get(ids=ids[:2])["ids"], "the first part landed before the failure"
+    mem._store.what = real
+    mem.add_many([{"text": f"final note {i}", "id": ids[i]} for i in range(4)])
+    got = real.get(ids=ids, include=["documents"])
+    assert dict(zip(got["ids"], got["documents"])) == {ids[i]: f"final note {i}"
+                                                       for i in range(4)}
+    assert [mem.get(i).text for i in ids] == [f"final note {i}" for i in range(4)]
+    assert len(mem) == 5 and mem.get(kept.id) == kept
