@@ -99,3 +99,18 @@ def test_sparse_prediction_equals_the_dense_features_times_the_weights() -> None
         model.weights.astype(np.float64)
     np.testing.assert_allclose(model.scores(texts, contexts, embedder), dense, rtol=1e-5,
                                atol=1e-5)
+
+
+def test_cue_counts_match_the_case_insensitive_patterns_on_any_text() -> None:
+    """ASCII texts take a lower-cased, case-sensitive path: the counts must be the ones the
+    IGNORECASE patterns give, upper case, capping at 2 and non-ASCII texts included."""
+    from scrubjay.estimator import _CUE_RX, _cues
+
+    texts = [s["text"] for s in load_statements()[:400]] + [
+        "I'M RIGHT NOW At The Office, currently WAITING", "Born in 1990 and ALLERGIC to nuts",
+        "", "every DAY every day every Day", "Kelvin \u212a and 10 MINS", "straße: 5 seconds",
+        "\u0130stanbul next WEEK", "PLEASE hold on", "At 10:30 AM tomorrow"]
+    expected = np.array([[min(2, len(rx.findall(t))) for rx in _CUE_RX] for t in texts])
+    got = _cues(texts)
+    assert got.shape == expected.shape and np.array_equal(got, expected)
+    assert got.sum() > len(texts)  # the cues do fire
