@@ -72,7 +72,7 @@ from .store import (
     loads_user_meta,
     user_filter_keys,
 )
-from .types import Deltas, Hit, IntegrationReport, MemoryRecord, new_hit
+from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability, new_hit
 
 __all__ = ["ScrubJayMemory"]
 
@@ -173,6 +173,16 @@ class _Candidates:
             ids[i, :m] = list(row[4])
             valid[i, :m] = True
         return cls(weights=weights, ids=ids, valid=valid)  # type: ignore[arg-type]
+
+
+@dataclass(slots=True)
+class _LinkReads:
+    """Server mode: a batch's link candidates as read from Chroma."""
+
+    per_item: list[set[str]]
+    """The candidate ids of each new item."""
+    rows: dict[str, StoredRow]
+    """Their rows, with vectors (a candidate deleted meanwhile is absent)."""
 
 
 class ScrubJayMemory:
@@ -560,21 +570,38 @@ class ScrubJayMemory:
         where = self._embed([p.context for p in items])
         # the bundled embedder is the estimator's: it reuses these rows when what = text
         reuse = isinstance(self._embedder, WordLlamaEmbedder) and not any(annotations)
-        labels = self._classifier.classify_many([p.text for p in items],
-                                                [p.context for p in items], what, where,
-                                                vectors_by=self._embedder.name if reuse else None)
+
+        def classify() -> list[Perishability]:
+            return self._classifier.classify_many(
+                [p.text for p in items], [p.context for p in items], what, where,
+                vectors_by=self._embedder.name if reuse else None)
+
+        self._store.check_embedder(self._embedder.name, int(what.shape[1]))
+        ids = [p.id for p in items]
+        reads: _LinkReads | None = None
+        if self._use_mirror or self.config.graph.max_neighbors == 0:
+            labels = classify()
+            replaced = self._existing(ids)
+        else:
+            # server mode: the batch's Chroma reads in a worker while this thread classifies
+            # (the requests wait on the server, not on this process's interpreter)
+            def read() -> tuple[list[str], _LinkReads | None]:
+                found = self._existing(ids)
+                if found:  # the replaced rows must go before the candidates are read
+                    return found, None
+                return found, self._server_link_reads(ids, [p.at_s for p in items], what,
+                                                      where)
+            labels, (replaced, reads) = self._concurrently(classify, read)
         records = [MemoryRecord(id=p.id, text=p.text, context=p.context, label=c.label,
                                 pi=float(c.pi), tau_s=float(c.tau_s),
                                 value=float(self.config.decay.default_value),
                                 created_at_s=float(p.at_s), metadata=p.metadata,
                                 annotation=a, source=c.source)
                    for p, a, c in zip(items, annotations, labels, strict=True)]
-        self._store.check_embedder(self._embedder.name, int(what.shape[1]))
-        replaced = self._existing([r.id for r in records])
         if replaced:
             self._delete_ids(replaced)
         graph = self._graph if self._use_mirror else EpisodicGraph(self.config.graph)
-        changed = self._link(records, what, where, graph)
+        changed = self._link(records, what, where, graph, reads)
         new_ids = {r.id for r in records}
         try:
             # every id is new now (replaced ones were deleted above): Chroma's add suffices
@@ -619,7 +646,8 @@ class ScrubJayMemory:
         return [i for i in ids if i in found]
 
     def _link(self, records: list[MemoryRecord], what: NDArray[np.float32],
-              where: NDArray[np.float32], graph: EpisodicGraph) -> set[str]:
+              where: NDArray[np.float32], graph: EpisodicGraph,
+              reads: _LinkReads | None = None) -> set[str]:
         """Link each new memory to its strongest neighbours (existing and earlier in the batch).
 
         Each new item considers its ``4 * max_neighbors`` strongest candidates, as one add()
@@ -633,7 +661,7 @@ class ScrubJayMemory:
             for r in records:
                 graph.add_node(r.id)
             return {r.id for r in records}
-        existing = self._link_candidates(records, what, where, graph)
+        existing = self._link_candidates(records, what, where, graph, reads)
         width = 4 * cfg.max_neighbors
         t_new = np.array([r.created_at_s for r in records])
         batch_ids = np.array([r.id for r in records], dtype=object)
@@ -670,15 +698,17 @@ class ScrubJayMemory:
         return changed
 
     def _link_candidates(self, records: list[MemoryRecord], what: NDArray[np.float32],
-                         where: NDArray[np.float32], graph: EpisodicGraph) -> _Candidates:
-        """Edge weights of each new item against existing memories (padded rows)."""
+                         where: NDArray[np.float32], graph: EpisodicGraph,
+                         reads: _LinkReads | None = None) -> _Candidates:
+        """Edge weights of each new item against existing memories (padded rows); ``reads``:
+        server mode's candidates, when read already."""
         if self._use_mirror:
             if self._mirror is None or len(self._mirror) == 0:
                 return _Candidates.pad([_NO_CANDIDATES] * len(records))
             if not self._scan(len(self._mirror)):
                 return self._link_candidates_hnsw(records, what, where)
             return self._link_candidates_scan(records, what, where)
-        return self._link_candidates_server(records, what, where, graph)
+        return self._link_candidates_server(records, what, where, graph, reads)
 
     def _link_candidates_scan(self, records: list[MemoryRecord], what: NDArray[np.float32],
                               where: NDArray[np.float32]) -> _Candidates:
@@ -715,37 +745,49 @@ class ScrubJayMemory:
         return _Candidates(weights=weights, ids=np.concatenate(id_parts),  # type: ignore[arg-type]
                            valid=np.concatenate(valid_parts))
 
-    def _link_candidates_server(self, records: list[MemoryRecord], what: NDArray[np.float32],
-                                where: NDArray[np.float32], graph: EpisodicGraph) -> _Candidates:
-        """Server mode: candidates from Chroma, then exact edge weights on them.
+    def _server_link_reads(self, ids: Sequence[str], times: Sequence[float],
+                           what: NDArray[np.float32], where: NDArray[np.float32]) -> _LinkReads:
+        """Server mode: a batch's link candidates, read from Chroma (requests only, no graph:
+        :meth:`_store_items` runs them in a worker thread while it classifies).
 
         Per new item: its ``max_neighbors`` nearest by what and by where (one query each for
         the whole batch) and its ``2 * max_neighbors`` nearest in time on each side within
-        :func:`~scrubjay.graph.temporal_horizon_s` (one read per stretch of time), so that a
-        batch costs a few requests whatever its size.
+        :func:`~scrubjay.graph.temporal_horizon_s` (one read per stretch of time), then the
+        rows of them all (one read), so that a batch costs a few requests whatever its size.
         """
         cfg = self.config.graph
         k = cfg.max_neighbors
         by_what = self._store.query_many("what", what, k)
-        has_where = [i for i in range(len(records)) if np.any(where[i])]
+        has_where = [i for i in range(len(ids)) if np.any(where[i])]
         by_where: dict[int, list[str]] = {}
         if has_where:
             by_where = dict(zip(has_where, self._store.query_many("where", where[has_where], k),
                                 strict=True))
         horizon = temporal_horizon_s(cfg)
-        by_time = self._store.nearest_in_time([r.created_at_s for r in records], horizon,
-                                              2 * k) if horizon is not None else \
-            [[] for _ in records]
+        by_time = self._store.nearest_in_time(times, horizon, 2 * k) if horizon is not None \
+            else [[] for _ in ids]
         cand_ids: set[str] = set()
         per_item: list[set[str]] = []
-        for i, rec in enumerate(records):
+        for i, mid in enumerate(ids):
             mine = set(by_what[i])
             mine.update(by_where.get(i, ()))
             mine.update(by_time[i])
-            mine.discard(rec.id)
+            mine.discard(mid)
             per_item.append(mine)
             cand_ids |= mine
         rows = {r.id: r for r in self._store.get(sorted(cand_ids), vectors=True)}
+        return _LinkReads(per_item=per_item, rows=rows)
+
+    def _link_candidates_server(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                                where: NDArray[np.float32], graph: EpisodicGraph,
+                                reads: _LinkReads | None) -> _Candidates:
+        """Server mode: exact edge weights on the candidates of :meth:`_server_link_reads`
+        (read now unless ``reads`` were read meanwhile)."""
+        cfg = self.config.graph
+        if reads is None:
+            reads = self._server_link_reads([r.id for r in records],
+                                            [r.created_at_s for r in records], what, where)
+        per_item, rows = reads.per_item, reads.rows
         for r in rows.values():  # their adjacency, so the degree caps hold
             graph.loads(r.id, r.meta.get("sj_edges"))
         if not rows:

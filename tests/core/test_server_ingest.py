@@ -129,3 +129,25 @@ def test_reads_of_more_ids_than_sqlite_binds(memory_factory) -> None:
     assert [r.id for r in rows] == [r.id for r in kept]
     assert rows[1].where is not None and rows[0].where is None
     assert mem._store.existing(ids) == {r.id for r in kept}
+
+
+def test_a_replaced_memory_is_no_link_candidate_in_its_own_batch(chroma_server) -> None:
+    """The batch's reads run while it is classified; when the batch replaces an id, the old
+    row must be gone before the candidates are read: a new memory identical to the old
+    version gets no semantic edge to the replacement, which says something else."""
+    rng = np.random.default_rng(5)
+    old_vec = _unit(rng.standard_normal(DIM))
+    lut = {"": np.zeros(DIM, np.float32), "old": old_vec, "twin": old_vec,
+           "replacement": _unit(rng.standard_normal(DIM))}
+    assert abs(float(lut["replacement"] @ old_vec)) < 0.5
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many([{"text": "old", "at": T0, "id": "x"}])
+        # far apart in time from each other: an edge between them can only be semantic
+        mem.add_many([{"text": "replacement", "at": T0 + 9 * 3600.0, "id": "x"},
+                      {"text": "twin", "at": T0 + 2 * 3600.0, "id": "twin"}])
+        assert mem.get("x").text == "replacement"
+        assert "x" not in _stored_edges(mem, "twin")
+        assert "twin" not in _stored_edges(mem, "x")
+    finally:
+        mem.close()
