@@ -70,6 +70,7 @@ from .store import (
     StoredRow,
     dumps_user_meta,
     loads_user_meta,
+    pack_perishability,
     user_filter_keys,
 )
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability, new_hit
@@ -297,6 +298,7 @@ class ScrubJayMemory:
 
     # ------------------------------------------------------------------ opening and closing
     def _open(self) -> None:
+        self._store.check_schema()
         recorded = self._store.recorded_embedder()
         if recorded is not None:
             name, dim = recorded
@@ -448,13 +450,13 @@ class ScrubJayMemory:
 
     @staticmethod
     def _meta(rec: MemoryRecord, edges: str) -> dict[str, Any]:
-        """A new record's Chroma metadata. The context, annotation and user metadata are left
-        out when empty (:meth:`_record` reads a missing key as empty): Chroma writes each key
-        as a row of its own, so a lighter row is a cheaper write."""
+        """A new record's Chroma metadata. Chroma writes each key as a row of its own, so a
+        lighter row is a cheaper write: the perishability fields share one key, and the
+        context, annotation and user metadata are left out when empty (:meth:`_record` reads
+        a missing key as empty)."""
         meta: dict[str, Any] = {
-            "sj_label": rec.label, "sj_pi": float(rec.pi), "sj_tau": float(rec.tau_s),
-            "sj_value": float(rec.value), "sj_t": float(rec.created_at_s), "sj_src": rec.source,
-            "sj_edges": edges,
+            "sj_perish": pack_perishability(rec.label, rec.pi, rec.tau_s, rec.value, rec.source),
+            "sj_t": float(rec.created_at_s), "sj_edges": edges,
         }
         if rec.context:
             meta["sj_ctx"] = rec.context

@@ -9,6 +9,14 @@ Chroma never downloads a model):
 * ``sj_{ns}_where``: the same ids, embedding ``w_where``; only memories with a non-empty
   context have a row (an empty context embeds to the zero vector).
 
+A memory's perishability when written (label, pi, tau, value and the classifier that gave
+them) is ONE metadata key, ``sj_perish``, a JSON object; its time ``sj_t`` stays a float key of
+its own (server mode reads by time range). Why: Chroma writes one SQLite row per metadata key,
+and the five keys these replaced made each memory's write about 10% dearer (scratch
+comparison at 10k records, six runs: 4.78 s packed against 5.26 s, one-key rows 4.15 s).
+Schema 1 stores hold them as ``sj_label``/``sj_pi``/``sj_tau``/``sj_value``/``sj_src``; reads
+take either.
+
 An RCI update is written as ONE metadata key, ``sj_rci``: a JSON object with the new value,
 pi, tau, update time, the moved what-vector (float32 in base64, exact) and ``drift``, an upper
 bound on the angle between that vector and the embedding in the HNSW index. Reads apply it
@@ -48,11 +56,12 @@ from numpy.typing import NDArray
 from .errors import EmbedderMismatchError, StoreError, StoreLockedError
 
 __all__ = ["ChromaStore", "StoredRow", "distance_to_similarity", "SCHEMA_VERSION",
-           "INDEX_DRIFT_MAX_RAD"]
+           "INDEX_DRIFT_MAX_RAD", "pack_perishability"]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+#: 2: perishability packed in ``sj_perish`` (1: a key per field; still read).
+SCHEMA_VERSION = 2
 _PAGE = 2_000
 _USER_PREFIX = "u_"
 #: Chroma names a vector-index folder after its segment's UUID.
@@ -69,6 +78,11 @@ _READ_BATCH = 10_000
 TIME_READ_MAX = 5_000
 #: Metadata key of a memory's latest RCI update (see the module docstring).
 _RCI_KEY = "sj_rci"
+#: Metadata key of a memory's perishability when written, and its fields as read (the
+#: ``sj_*`` keys of schema 1, which the rest of the package reads).
+_PERISH_KEY = "sj_perish"
+_PERISH_FIELDS = (("label", "sj_label"), ("pi", "sj_pi"), ("tau", "sj_tau"),
+                  ("value", "sj_value"), ("source", "sj_src"))
 #: Largest angle (radians) between a memory's indexed and exact what-vectors (chosen: it shifts a
 #: cosine similarity seen by the HNSW candidate generation by at most 0.05; one RCI event moves a
 #: vector by at most ~0.07 rad with the default eta_w = 0.2, theta = 0.6).
@@ -122,8 +136,35 @@ def pack_rci(value: float, pi: float, tau_s: float, updated_at_s: float, drift_r
     return head + ("}" if what is None else f',"what":"{encode_vector(what)}"}}')
 
 
+def pack_perishability(label: str, pi: float, tau_s: float, value: float, source: str) -> str:
+    """The ``sj_perish`` payload.
+
+    >>> pack_perishability("ephemeral", 0.9, 3600.0, 1.0, "keyword")
+    '{"label":"ephemeral","pi":0.9,"tau":3600.0,"value":1.0,"source":"keyword"}'
+    """
+    return (f'{{"label":{json.dumps(label)},"pi":{float(pi)!r},"tau":{float(tau_s)!r},'
+            f'"value":{float(value)!r},"source":{json.dumps(source)}}}')
+
+
+def _unpack_perishability(meta: dict[str, Any]) -> None:
+    """Spread an ``sj_perish`` payload over the ``sj_*`` keys of schema 1 (a key present on
+    its own wins: a schema 1 row, or a later update of that key)."""
+    payload = meta.pop(_PERISH_KEY, None)
+    if not isinstance(payload, str):
+        return
+    try:
+        obj = json.loads(payload)
+        for field, key in _PERISH_FIELDS:
+            if field in obj:
+                meta.setdefault(key, obj[field])
+    except (ValueError, TypeError):
+        logger.warning("Ignoring unreadable perishability metadata")
+
+
 def _fold_rci(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float]:
-    """Fold an ``sj_rci`` payload into ``meta``; returns (exact what-vector or None, drift)."""
+    """Fold the packed keys into ``meta`` (``sj_perish``, then an ``sj_rci`` update over it);
+    returns (exact what-vector or None, drift)."""
+    _unpack_perishability(meta)
     payload = meta.pop(_RCI_KEY, None)
     if not isinstance(payload, str):
         return None, 0.0
@@ -260,8 +301,19 @@ class ChromaStore:
         except Exception as exc:
             raise _wrap("write the collection metadata", exc) from exc
 
+    def check_schema(self) -> None:
+        """Refuse a namespace written by a newer scrubjay (its rows may not read right)."""
+        recorded = self.state().get("sj_schema", 1)
+        if not isinstance(recorded, int) or recorded > SCHEMA_VERSION:
+            raise StoreError(
+                f"The namespace {self.namespace!r} was written by a newer scrubjay-mem (storage "
+                f"schema {recorded!r}; this version reads up to {SCHEMA_VERSION}). Upgrade "
+                "scrubjay-mem to open it.")
+
     def check_embedder(self, name: str, dim: int) -> None:
-        """Record the embedder on first use; refuse another one later."""
+        """Before a write: record the embedder (and the schema) on first use; refuse another
+        embedder later. Raises the recorded schema to this version's, whose rows are
+        written from now on."""
         state = self.state()
         if "sj_embedder" not in state:
             self.set_state(sj_schema=SCHEMA_VERSION, sj_embedder=name, sj_dim=dim)
@@ -272,6 +324,8 @@ class ChromaStore:
                 f"The namespace {self.namespace!r} was written with the embedder "
                 f"{state['sj_embedder']!r} ({state.get('sj_dim')}-d); it cannot be searched with "
                 f"{name!r} ({dim}-d). Reopen it with the same embedder, or use a new namespace.")
+        if state.get("sj_schema", 1) != SCHEMA_VERSION:
+            self.set_state(sj_schema=SCHEMA_VERSION)
 
     def recorded_embedder(self) -> tuple[str, int] | None:
         state = self.state()

@@ -622,3 +622,45 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
                                                        for i in range(4)}
     assert [mem.get(i).text for i in ids] == [f"final note {i}" for i in range(4)]
     assert len(mem) == 5 and mem.get(kept.id) == kept
+
+
+def test_perishability_is_one_packed_key_and_schema_1_rows_still_read(memory_factory) -> None:
+    """Chroma writes a row per metadata key: a memory's label, pi, tau, value and source share
+    one JSON key. A row of schema 1 (a key each) reads back the same; the namespace's recorded
+    schema is raised by the first write of this version."""
+    from scrubjay.store import SCHEMA_VERSION
+
+    mem = memory_factory()
+    rec = mem.add("the user is parked on level 3 right now", context="at the mall")
+    raw = mem._store.what.get(ids=[rec.id], include=["metadatas"])["metadatas"][0]
+    assert not {"sj_label", "sj_pi", "sj_tau", "sj_value", "sj_src"} & set(raw)
+    assert json.loads(raw["sj_perish"]) == {"label": rec.label, "pi": rec.pi, "tau": rec.tau_s,
+                                            "value": rec.value, "source": rec.source}
+    # a memory as schema 1 wrote it, beside
+    old_meta = {"sj_label": "factual", "sj_pi": 0.05, "sj_tau": 1e9, "sj_value": 0.7,
+                "sj_t": rec.created_at_s - 60.0, "sj_src": "llm", "sj_edges": "[]"}
+    vec = mem._store.what.get(ids=[rec.id], include=["embeddings"])["embeddings"][0]
+    mem._store.what.add(ids=["schema1"], embeddings=[vec], documents=["the sister is in Oslo"],
+                        metadatas=[old_meta])
+    mem._store.set_state(sj_schema=1)
+    mem.close()
+    again = memory_factory()
+    assert again.get(rec.id) == rec
+    old = again.get("schema1")
+    assert (old.label, old.pi, old.tau_s, old.value, old.source) == ("factual", 0.05, 1e9, 0.7,
+                                                                      "llm")
+    assert "schema1" in {h.id for h in again.search("sister Oslo", k=5)}
+    assert again._store.state()["sj_schema"] == 1  # reading leaves it alone
+    again.add("the meeting moved to room 12")
+    assert again._store.state()["sj_schema"] == SCHEMA_VERSION
+
+
+def test_a_namespace_of_a_newer_schema_is_refused(memory_factory) -> None:
+    from scrubjay.store import SCHEMA_VERSION
+
+    mem = memory_factory()
+    mem.add("the user drinks green tea")
+    mem._store.set_state(sj_schema=SCHEMA_VERSION + 1)
+    mem.close()
+    with pytest.raises(ScrubJayError, match="newer scrubjay-mem"):
+        memory_factory()
