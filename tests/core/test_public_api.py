@@ -64,3 +64,21 @@ def test_config_validation_messages() -> None:
         RCIConfig(dtau_min=-5.0)
     with pytest.raises(ConfigError, match="'decay' parameter of ScrubJayConfig"):
         ScrubJayConfig(decay="fast")  # type: ignore[arg-type]
+
+
+def test_the_wheel_carries_the_license(tmp_path) -> None:
+    """pyproject declares MIT: the built distribution must ship the license text with it."""
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(tmp_path), str(root)],
+                   check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("scrubjay_mem-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+        assert zf.read(license_file).decode().startswith("MIT License")
+        (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        assert "License-Expression: MIT" in zf.read(metadata).decode().splitlines()
