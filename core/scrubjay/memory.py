@@ -570,30 +570,9 @@ class ScrubJayMemory:
         what = self._embed([f"{p.text} {a}".strip() if a else p.text
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
-        # the bundled embedder is the estimator's: it reuses these rows when what = text
-        reuse = isinstance(self._embedder, WordLlamaEmbedder) and not any(annotations)
-
-        def classify() -> list[Perishability]:
-            return self._classifier.classify_many(
-                [p.text for p in items], [p.context for p in items], what, where,
-                vectors_by=self._embedder.name if reuse else None)
-
         self._store.check_embedder(self._embedder.name, int(what.shape[1]))
-        ids = [p.id for p in items]
-        reads: _LinkReads | None = None
-        if self._use_mirror or self.config.graph.max_neighbors == 0:
-            labels = classify()
-            replaced = self._existing(ids)
-        else:
-            # server mode: the batch's Chroma reads in a worker while this thread classifies
-            # (the requests wait on the server, not on this process's interpreter)
-            def read() -> tuple[list[str], _LinkReads | None]:
-                found = self._existing(ids)
-                if found:  # the replaced rows must go before the candidates are read
-                    return found, None
-                return found, self._server_link_reads(ids, [p.at_s for p in items], what,
-                                                      where)
-            labels, (replaced, reads) = self._concurrently(classify, read)
+        labels, replaced, reads = self._classify_and_read(items, what, where,
+                                                          any(annotations))
         records = [MemoryRecord(id=p.id, text=p.text, context=p.context, label=c.label,
                                 pi=float(c.pi), tau_s=float(c.tau_s),
                                 value=float(self.config.decay.default_value),
@@ -630,6 +609,33 @@ class ScrubJayMemory:
             self._mirror.append(records, what, where)
             self._refresh_wdeg(changed)
         return records
+
+    def _classify_and_read(self, items: list[_Prepared], what: NDArray[np.float32],
+                           where: NDArray[np.float32], annotated: bool
+                           ) -> tuple[list[Perishability], list[str], _LinkReads | None]:
+        """A batch's perishability, the ids it replaces and (server mode) its link candidates'
+        reads, which run in a worker while this thread classifies: the requests wait on the
+        server, not on this process's interpreter."""
+        # the bundled embedder is the estimator's: it reuses these rows when what = text
+        reuse = isinstance(self._embedder, WordLlamaEmbedder) and not annotated
+
+        def classify() -> list[Perishability]:
+            return self._classifier.classify_many(
+                [p.text for p in items], [p.context for p in items], what, where,
+                vectors_by=self._embedder.name if reuse else None)
+
+        ids = [p.id for p in items]
+        if self._use_mirror or self.config.graph.max_neighbors == 0:
+            return classify(), self._existing(ids), None
+
+        def read() -> tuple[list[str], _LinkReads | None]:
+            found = self._existing(ids)
+            if found:  # the replaced rows must go before the candidates are read
+                return found, None
+            return found, self._server_link_reads(ids, [p.at_s for p in items], what, where)
+
+        labels, (replaced, reads) = self._concurrently(classify, read)
+        return labels, replaced, reads
 
     def _reload_adjacency(self, ids: Sequence[str]) -> None:
         for row in self._store.get(ids):
