@@ -51,7 +51,8 @@ class Embedder(Protocol):
 
 
 class _BaseEmbedder:
-    """Shared checks: blank texts -> zero rows, shape and finiteness, normalisation."""
+    """Shared checks: blank texts -> zero rows, each distinct text embedded once, shape and
+    finiteness, normalisation."""
 
     name: str = "embedder"
     _dim: int | None = None
@@ -67,9 +68,12 @@ class _BaseEmbedder:
                 self._dim = int(self._checked([texts[0] or "."] if texts else ["."],
                                               query).shape[1])
             return np.zeros((len(texts), self._dim), dtype=np.float32)
-        rows = self._checked([texts[i] for i in keep], query)
+        # a batch often repeats a text (the context of a conversation): the model sees it once
+        slot: dict[str, int] = {}
+        which = [slot.setdefault(texts[i], len(slot)) for i in keep]
+        rows = self._checked(list(slot), query)
         out = np.zeros((len(texts), rows.shape[1]), dtype=np.float32)
-        out[keep] = rows
+        out[keep] = rows[which]
         return out
 
     def _checked(self, texts: list[str], query: bool) -> NDArray[np.float32]:

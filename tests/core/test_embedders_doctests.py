@@ -101,3 +101,27 @@ def test_bundled_model_leaves_the_applications_logging_alone(configured: bool) -
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=False)
     assert out.returncode == 0 and out.stdout.strip() == "kept", out.stderr
+
+
+def test_each_distinct_text_reaches_the_model_once(clock) -> None:
+    """A batch that repeats a context (one conversation) embeds it once: a remote embedder
+    (Ollama) is called for each distinct text only, and every row is still the text's own."""
+    seen: list[list[str]] = []
+
+    def model(texts: list[str]) -> np.ndarray:
+        seen.append(list(texts))
+        return np.stack([np.cos(np.arange(16) * (1 + sum(map(ord, t)) % 97)) for t in texts])
+
+    emb = CallableEmbedder(model, name="callable:counting")
+    texts = ["standup", "", "standup", "retro", "standup", "  ", "retro"]
+    rows = emb.embed(texts)
+    assert seen == [["standup", "retro"]]
+    assert np.array_equal(rows[0], rows[2]) and np.array_equal(rows[0], rows[4])
+    assert np.array_equal(rows[3], rows[6]) and not np.array_equal(rows[0], rows[3])
+    assert not rows[1].any() and not rows[5].any()
+    seen.clear()
+    mem = ScrubJayMemory(embedder=emb, clock=clock)
+    mem.add_many([{"text": f"note {i}", "context": "the weekly standup"} for i in range(6)])
+    contexts = [t for call in seen for t in call if t == "the weekly standup"]
+    assert contexts == ["the weekly standup"]
+    mem.close()
