@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from .tools import create_memory_tools
 
 __all__ = [
-    "ScrubJayRetriever",
-    "ScrubJayStore",
-    "ScrubJaySearchItem",
     "ScrubJayChatMemory",
+    "ScrubJayRetriever",
+    "ScrubJaySearchItem",
+    "ScrubJayStore",
     "create_memory_tools",
 ]
 

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain_core.documents import Document
-
 from scrubjay import Hit, MemoryRecord
 
 __all__ = [
     "RESERVED_KEYS",
-    "hit_to_document",
-    "record_to_document",
+    "STORE_KEYS",
     "document_to_item",
     "epoch_to_datetime",
-    "STORE_KEYS",
-    "value_to_metadata",
+    "hit_to_document",
+    "record_to_document",
     "record_to_item",
+    "value_to_metadata",
 ]
 
 #: Metadata keys written by :func:`record_to_document`; they override user metadata of the same
@@ -65,7 +64,7 @@ def hit_to_document(hit: Hit) -> Document:
     return doc
 
 
-def document_to_item(doc: Document, id: str | None = None) -> dict[str, Any]:  # noqa: A002
+def document_to_item(doc: Document, id: str | None = None) -> dict[str, Any]:
     """An ``add_many`` item for ``doc``: ``created_at`` and ``context`` come from its metadata.
 
     ``created_at`` may be epoch seconds, an aware ``datetime`` or an ISO-8601 string; the
@@ -93,7 +92,7 @@ STORE_KEYS = ("lg_ns", "lg_key", "lg_value", "lg_indexed")
 
 def epoch_to_datetime(t_s: float) -> datetime:
     """Epoch seconds as an aware UTC ``datetime``."""
-    return datetime.fromtimestamp(float(t_s), tz=timezone.utc)
+    return datetime.fromtimestamp(float(t_s), tz=UTC)
 
 
 def value_to_metadata(namespace: tuple[str, ...], key: str, value: Mapping[str, Any],

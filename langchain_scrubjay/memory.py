@@ -10,7 +10,6 @@ from typing import Any
 
 from langchain_classic.base_memory import BaseMemory
 from pydantic import ConfigDict, Field
-
 from scrubjay import ScrubJayMemory
 
 from ._search import filtered_search

@@ -16,7 +16,6 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
-
 from scrubjay import Hit, ScrubJayMemory
 
 from ._convert import document_to_item, hit_to_document
@@ -115,7 +114,7 @@ class ScrubJayRetriever(BaseRetriever):
     # ------------------------------------------------------------------ retrieval
     def _search(self, query: str, k: int | None = None, context: str | None = None,
                 at: float | datetime | None = None, include_stale: bool | None = None,
-                filter: dict[str, Any] | None = None) -> list[Document]:  # noqa: A002
+                filter: dict[str, Any] | None = None) -> list[Document]:
         n = self.k if k is None else int(k)
         stale_ok = self.include_stale if include_stale is None else include_stale
         flt = self.filter if filter is None else filter

@@ -34,13 +34,12 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
-
 from scrubjay import MemoryNotFoundError, MemoryRecord, ScrubJayMemory
 
 from ._convert import record_to_item, value_to_metadata
 from ._search import filtered_search, metadata_matches
 
-__all__ = ["ScrubJayStore", "ScrubJaySearchItem", "encode_namespace"]
+__all__ = ["ScrubJaySearchItem", "ScrubJayStore", "encode_namespace"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9]{0,7}$")
@@ -70,7 +69,7 @@ def _memory_id(namespace: tuple[str, ...], key: str) -> str:
 class ScrubJaySearchItem(SearchItem):
     """A LangGraph ``SearchItem`` that also says how useful the memory still is."""
 
-    __slots__ = ("utility", "stale")
+    __slots__ = ("stale", "utility")
 
     def __init__(self, *, utility: float | None = None, stale: bool | None = None,
                  **kwargs: Any) -> None:

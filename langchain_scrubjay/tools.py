@@ -6,7 +6,6 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import Field, create_model
-
 from scrubjay import ScrubJayMemory
 
 from ._search import filtered_search

@@ -306,7 +306,7 @@ def summary(rows: list[dict], md: bool) -> str:
             return train, test
         return inner
 
-    by_band = lambda r, k, f: band_of(r["lifetime_s"]) == k  # noqa: E731
+    by_band = lambda r, k, f: band_of(r["lifetime_s"]) == k
     parts = [
         table("split", Counter(r["split"] for r in rows), list(SPLITS), n, md),
         table("label", Counter(r["label"] for r in rows), list(LABELS), n, md, splits("label")),

@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import InvalidInputError, InvalidNamespaceError
 
-__all__ = ["check_text", "check_k", "to_epoch_s", "check_metadata", "check_namespace"]
+__all__ = ["check_k", "check_metadata", "check_namespace", "check_text", "to_epoch_s"]
 
 #: Longest text accepted for a memory, a query or a context, in characters (chosen: about
 #: 25 pages; an agent memory is a sentence or a paragraph, and a megabyte of text is a bug).

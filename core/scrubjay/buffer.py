@@ -23,8 +23,14 @@ from .config import BufferConfig
 from .graph import EpisodicGraph
 from .mirror import Mirror, Rows
 
-__all__ = ["task_probability", "select_buffer", "BufferState", "BufferBlock", "gather_block",
-           "block_bonus"]
+__all__ = [
+    "BufferBlock",
+    "BufferState",
+    "block_bonus",
+    "gather_block",
+    "select_buffer",
+    "task_probability",
+]
 
 
 def task_probability(what: NDArray[np.floating], where: NDArray[np.floating],

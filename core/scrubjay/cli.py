@@ -6,7 +6,7 @@ import argparse
 import sys
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 
 from .decay import is_stale, utility
@@ -40,7 +40,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     from .memory import ScrubJayMemory
     from .testing import WEEK_OF_MEMORIES, FrozenClock
 
-    start = datetime(2026, 11, 23, 0, 0, tzinfo=timezone.utc).timestamp()  # a Monday
+    start = datetime(2026, 11, 23, 0, 0, tzinfo=UTC).timestamp()  # a Monday
     clock = FrozenClock(start)
     queries = [("Where is the user right now?", ""),
                ("What does the user do for a living?", ""),
@@ -67,9 +67,8 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
             out.write(f"\n== {name} 18:00: search, top 2 (score, utility, stale flag) ==\n")
             for q, ctx in queries:
                 out.write(f"Q: {q}" + (f"  [context: {ctx}]" if ctx else "") + "\n")
-                for h in mem.search(q, context=ctx, k=2):
-                    out.write(f"   {h.score:5.3f}  U={h.utility:4.2f}  "
-                              f"{'STALE' if h.stale else 'valid'}  {_clip(h.text, 66)}\n")
+                out.writelines(f"   {h.score:5.3f}  U={h.utility:4.2f}  "
+                              f"{'STALE' if h.stale else 'valid'}  {_clip(h.text, 66)}\n" for h in mem.search(q, context=ctx, k=2))
             now = clock()
             stale = [r for r in mem if bool(is_stale(
                 utility(r.value, r.pi, r.tau_s, r.created_at_s, now), r.value,
@@ -118,7 +117,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
             at = mem.now() if args.at is None else args.at
             recs = sorted(mem, key=lambda r: r.created_at_s)
             out.write(f"namespace {ns!r}: {len(recs)} memories (at "
-                      f"{datetime.fromtimestamp(at, tz=timezone.utc):%Y-%m-%d %H:%M} UTC)\n")
+                      f"{datetime.fromtimestamp(at, tz=UTC):%Y-%m-%d %H:%M} UTC)\n")
             if not recs:
                 continue
             rows = [["id", "label", "pi", "tau", "utility", "stale", "text"]]

@@ -20,19 +20,19 @@ from typing import Any
 from .errors import ConfigError
 
 __all__ = [
-    "ScrubJayConfig",
-    "FusionConfig",
-    "ClassifierConfig",
-    "KeywordRule",
-    "DecayConfig",
-    "WeightConfig",
-    "GraphConfig",
-    "RCIConfig",
     "BufferConfig",
+    "ClassifierConfig",
     "ConsolidationConfig",
-    "RetentionPolicy",
+    "DecayConfig",
+    "FusionConfig",
+    "GraphConfig",
+    "KeywordRule",
     "LLMConfig",
+    "RCIConfig",
+    "RetentionPolicy",
+    "ScrubJayConfig",
     "SearchConfig",
+    "WeightConfig",
 ]
 
 HOUR_S = 3600.0

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["utility", "utility_scalar", "is_stale", "stale_age_s"]
+__all__ = ["is_stale", "stale_age_s", "utility", "utility_scalar"]
 
 
 def utility(value: ArrayLike, pi: ArrayLike, tau_s: ArrayLike, created_at_s: ArrayLike,

@@ -25,11 +25,11 @@ from .errors import EmbeddingError, InvalidInputError
 from .unit import l2_normalize
 
 __all__ = [
+    "CallableEmbedder",
     "Embedder",
-    "WordLlamaEmbedder",
     "LangChainEmbedder",
     "LlamaIndexEmbedder",
-    "CallableEmbedder",
+    "WordLlamaEmbedder",
     "as_embedder",
 ]
 

@@ -22,14 +22,14 @@ instead."
 from __future__ import annotations
 
 __all__ = [
-    "ScrubJayError",
     "ConfigError",
     "EmbedderMismatchError",
+    "EmbeddingError",
     "InvalidInputError",
     "InvalidNamespaceError",
-    "MemoryNotFoundError",
-    "EmbeddingError",
     "LLMError",
+    "MemoryNotFoundError",
+    "ScrubJayError",
     "StoreError",
     "StoreLockedError",
 ]

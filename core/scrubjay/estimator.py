@@ -51,15 +51,15 @@ from .types import Perishability
 
 __all__ = [
     "LABELS",
+    "LIFETIME_GRID_LOG10",
     "FeatureSpec",
     "LifetimeModel",
     "featurize",
-    "train_model",
-    "load_default_model",
     "lifetime_to_perishability",
+    "load_default_model",
     "load_statements",
     "median_crossing",
-    "LIFETIME_GRID_LOG10",
+    "train_model",
 ]
 
 LABELS: tuple[str, ...] = ("ephemeral", "task_specific", "procedural", "factual")

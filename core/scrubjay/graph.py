@@ -30,8 +30,14 @@ from numpy.typing import NDArray
 
 from .config import GraphConfig
 
-__all__ = ["Edge", "edge_weights", "edge_weights_from_similarity",
-           "edge_weight_from_similarity", "temporal_horizon_s", "EpisodicGraph"]
+__all__ = [
+    "Edge",
+    "EpisodicGraph",
+    "edge_weight_from_similarity",
+    "edge_weights",
+    "edge_weights_from_similarity",
+    "temporal_horizon_s",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,12 @@ from typing import Any
 from .errors import LLMError
 
 __all__ = [
+    "ANNOTATE_PROMPT",
     "CLASSIFY_PROMPT",
     "RCI_PROMPT",
-    "ANNOTATE_PROMPT",
     "LLMClient",
-    "parse_json_object",
     "finite_float",
+    "parse_json_object",
 ]
 
 logger = logging.getLogger(__name__)

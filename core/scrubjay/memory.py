@@ -340,7 +340,7 @@ class ScrubJayMemory:
         """Build the mirror and the graph from every row in Chroma."""
         rows = list(self._store.iter_all(vectors=True))
         if rows:
-            self._dim = self._dim or int(len(rows[0].what))  # type: ignore[arg-type]
+            self._dim = self._dim or len(rows[0].what)  # type: ignore[arg-type]
         if self._dim is None:
             return
         self._mirror = Mirror(self._dim)
@@ -1501,7 +1501,7 @@ class ScrubJayMemory:
             return removed
 
     # ------------------------------------------------------------------ access
-    def get(self, id: str) -> MemoryRecord:  # noqa: A002 - the documented name
+    def get(self, id: str) -> MemoryRecord:
         """The memory with this id; :class:`MemoryNotFoundError` if there is none."""
         if not isinstance(id, str):
             raise InvalidInputError(f"The 'id' parameter of ScrubJayMemory.get must be a str. "
@@ -1518,7 +1518,7 @@ class ScrubJayMemory:
                                           f"{self.namespace!r}.")
             return rec
 
-    def delete(self, id: str) -> None:  # noqa: A002 - the documented name
+    def delete(self, id: str) -> None:
         """Delete a memory everywhere: Chroma, the graph, the buffer and the mirror."""
         self.get(id)
         with self._lock:
@@ -1616,7 +1616,7 @@ class ScrubJayMemory:
             self._check_open()
             return iter(list(self._iter_records()))
 
-    def __contains__(self, id: object) -> bool:  # noqa: A002
+    def __contains__(self, id: object) -> bool:
         if not isinstance(id, str):
             return False
         try:
@@ -1625,7 +1625,7 @@ class ScrubJayMemory:
             return False
         return True
 
-    def utility_of(self, id: str, at: Timestamp | None = None) -> float:  # noqa: A002
+    def utility_of(self, id: str, at: Timestamp | None = None) -> float:
         """``U(m, t)`` of one memory at ``at`` (default: now)."""
         rec = self.get(id)
         t = self._time(at, "ScrubJayMemory.utility_of")

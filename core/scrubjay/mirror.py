@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from .types import MemoryRecord
 
-__all__ = ["Rows", "Mirror"]
+__all__ = ["Mirror", "Rows"]
 
 
 @dataclass(slots=True)

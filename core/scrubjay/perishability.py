@@ -27,7 +27,7 @@ from .errors import LLMError
 from .llm import CLASSIFY_PROMPT, LLMClient, finite_float, parse_json_object
 from .types import Perishability
 
-__all__ = ["keyword_classify", "parse_classification", "Classifier"]
+__all__ = ["Classifier", "keyword_classify", "parse_classification"]
 
 logger = logging.getLogger(__name__)
 

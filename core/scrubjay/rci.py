@@ -34,12 +34,12 @@ from .types import Deltas
 from .unit import l2_normalize
 
 __all__ = [
-    "affinities",
-    "clip_deltas",
-    "parse_deltas",
-    "fallback_deltas",
     "Updated",
+    "affinities",
     "apply_updates",
+    "clip_deltas",
+    "fallback_deltas",
+    "parse_deltas",
 ]
 
 
@@ -101,7 +101,7 @@ def fallback_deltas(new_info: str, cfg: RCIConfig) -> Deltas:
     >>> fallback_deltas("I still live in Lyon", RCIConfig()).delta_value
     0.2
     """
-    if _REINFORCE.search(new_info) and not re.search(r"\bno longer\b", new_info, re.I):
+    if _REINFORCE.search(new_info) and not re.search(r"\bno longer\b", new_info, re.IGNORECASE):
         dv, dpi, dtau = FALLBACK_REINFORCE
         summary = "offline: reinforcing cue"
     elif _INVALIDATE.search(new_info):

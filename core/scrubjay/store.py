@@ -55,8 +55,14 @@ from numpy.typing import NDArray
 
 from .errors import EmbedderMismatchError, StoreError, StoreLockedError
 
-__all__ = ["ChromaStore", "StoredRow", "distance_to_similarity", "SCHEMA_VERSION",
-           "INDEX_DRIFT_MAX_RAD", "pack_perishability"]
+__all__ = [
+    "INDEX_DRIFT_MAX_RAD",
+    "SCHEMA_VERSION",
+    "ChromaStore",
+    "StoredRow",
+    "distance_to_similarity",
+    "pack_perishability",
+]
 
 logger = logging.getLogger(__name__)
 

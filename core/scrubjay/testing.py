@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from .embedding import CallableEmbedder
 
-__all__ = ["HashEmbedder", "FrozenClock", "ScriptedLLM", "WEEK_OF_MEMORIES", "chroma_server"]
+__all__ = ["WEEK_OF_MEMORIES", "FrozenClock", "HashEmbedder", "ScriptedLLM", "chroma_server"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 

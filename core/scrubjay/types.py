@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Perishability", "MemoryRecord", "Hit", "Deltas", "IntegrationReport"]
+__all__ = ["Deltas", "Hit", "IntegrationReport", "MemoryRecord", "Perishability"]
 
 Source = Literal["llm", "keyword", "estimator", "user"]
 

@@ -9,7 +9,7 @@ from numpy.typing import NDArray
 
 from .config import FusionConfig
 
-__all__ = ["l2_normalize", "gate_vector", "fused_vector"]
+__all__ = ["fused_vector", "gate_vector", "l2_normalize"]
 
 _EPS = 1e-12
 

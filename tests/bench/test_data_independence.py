@@ -12,7 +12,6 @@ import re
 from importlib import resources
 
 import pytest
-
 from scrubjay.bench import _tgt_templates as tpl
 
 

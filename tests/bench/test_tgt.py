@@ -10,7 +10,6 @@ from collections import Counter, defaultdict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from scrubjay.bench import tgt, tgt_scoring
 from scrubjay.bench._tgt_templates import CATEGORIES
 from scrubjay.bench.tgt import (

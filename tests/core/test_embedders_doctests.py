@@ -7,7 +7,6 @@ import importlib
 
 import numpy as np
 import pytest
-
 from scrubjay import EmbeddingError, InvalidInputError, ScrubJayMemory
 from scrubjay.embedding import (
     CallableEmbedder,

@@ -8,7 +8,6 @@ import math
 
 import numpy as np
 import pytest
-
 from scrubjay import ClassifierConfig, ScrubJayConfig, ScrubJayMemory
 from scrubjay.bench.perishability_eval import cross_validate, evaluate, retrain
 from scrubjay.cli import main

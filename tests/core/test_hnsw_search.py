@@ -20,7 +20,7 @@ DIM, N = 32, 500
 def _lookup() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(5)
     centres = rng.standard_normal((10, DIM))
-    unit = lambda v: (v / np.linalg.norm(v)).astype(np.float32)  # noqa: E731
+    unit = lambda v: (v / np.linalg.norm(v)).astype(np.float32)
     lut = {"": np.zeros(DIM, np.float32)}
     for i in range(N):
         lut[f"m{i}"] = unit(centres[i % 10] + 0.5 * rng.standard_normal(DIM))

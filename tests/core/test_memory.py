@@ -7,11 +7,10 @@ import math
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
+from datetime import UTC
 
 import numpy as np
 import pytest
-
 from scrubjay import (
     BufferConfig,
     ConsolidationConfig,
@@ -105,7 +104,7 @@ def _reference_scores(mem: ScrubJayMemory, query: str, context: str, t_q: float)
 
 def test_search_is_exact_against_naive_reference(clock, tmp_path) -> None:
     rng = np.random.default_rng(7)
-    words = "alpha beta gamma delta office car key meeting tea oslo level room ticket".split()
+    words = ["alpha", "beta", "gamma", "delta", "office", "car", "key", "meeting", "tea", "oslo", "level", "room", "ticket"]
     mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(32), clock=clock,
                          config=ScrubJayConfig(search=SearchConfig(ranking="paper")))
     for _ in range(300):
@@ -218,13 +217,13 @@ def test_bad_input_is_rejected_and_nothing_is_lost(memory_factory, clock, kwargs
 
 
 def test_naive_datetime_rejected_aware_accepted(memory_factory, clock) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     mem = memory_factory()
     with pytest.raises(InvalidInputError, match="aware datetime"):
         mem.add("x", at=datetime(2025, 1, 1))
-    rec = mem.add("x", at=datetime(2025, 1, 1, tzinfo=timezone.utc))
-    assert rec.created_at_s == datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
+    rec = mem.add("x", at=datetime(2025, 1, 1, tzinfo=UTC))
+    assert rec.created_at_s == datetime(2025, 1, 1, tzinfo=UTC).timestamp()
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

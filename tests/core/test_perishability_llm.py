@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 import pytest
-
 from scrubjay import LLMConfig, ScrubJayConfig, ScrubJayMemory
 from scrubjay.config import ClassifierConfig
 from scrubjay.errors import InvalidInputError, LLMError

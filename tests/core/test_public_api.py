@@ -55,7 +55,6 @@ def test_import_loads_no_framework_and_does_nothing() -> None:
 
 def test_config_validation_messages() -> None:
     import pytest
-
     from scrubjay import ConfigError, DecayConfig, RCIConfig, ScrubJayConfig
 
     with pytest.raises(ConfigError, match="'stale_ratio' parameter of DecayConfig"):

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from scrubjay import LLMConfig, RCIConfig, ScrubJayConfig, ScrubJayMemory
 from scrubjay.config import GraphConfig
 from scrubjay.graph import (

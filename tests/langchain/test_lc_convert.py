@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from langchain_core.documents import Document
+from scrubjay import ScrubJayMemory
 
 from langchain_scrubjay._convert import (
     document_to_item,
     hit_to_document,
     record_to_document,
 )
-from scrubjay import ScrubJayMemory
 
 T0 = 1_764_000_000.0
 
@@ -45,7 +45,7 @@ def test_hit_document_carries_native_breakdown(clock, embedder) -> None:
 
 
 def test_document_time_and_context_from_metadata() -> None:
-    when = datetime(2025, 11, 1, 12, tzinfo=timezone.utc)
+    when = datetime(2025, 11, 1, 12, tzinfo=UTC)
     doc = Document("Ticket BR-212 fails", metadata={"created_at": when.isoformat(),
                                                     "context": "debugging", "team": "A",
                                                     "score": 0.3})

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, ToolMessage
+from scrubjay import ScrubJayMemory
 
 from langchain_scrubjay import ScrubJayChatMemory, create_memory_tools
-from scrubjay import ScrubJayMemory
 
 
 def test_chat_memory_saves_exchanges_and_drops_stale(clock, embedder) -> None:

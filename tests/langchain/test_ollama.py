@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from langchain_ollama import ChatOllama, OllamaEmbeddings
-
 from scrubjay import ScrubJayMemory
 from scrubjay.testing import HashEmbedder
 

@@ -14,10 +14,10 @@ from langchain_core.output_parsers import StrOutputParser
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnablePassthrough
 from langchain_tests.integration_tests import RetrieversIntegrationTests
-
-from langchain_scrubjay import ScrubJayRetriever
 from scrubjay import ScrubJayMemory
 from scrubjay.testing import WEEK_OF_MEMORIES, FrozenClock, HashEmbedder
+
+from langchain_scrubjay import ScrubJayRetriever
 
 T0 = 1_764_000_000.0
 DAY = 86_400.0

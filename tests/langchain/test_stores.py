@@ -9,10 +9,10 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
+from scrubjay.testing import HashEmbedder
 
 from langchain_scrubjay import ScrubJaySearchItem, ScrubJayStore
 from langchain_scrubjay.stores import encode_namespace
-from scrubjay.testing import FrozenClock, HashEmbedder
 
 T0 = 1_764_000_000.0
 ITEMS = [
@@ -122,7 +122,7 @@ def test_reopen_recovers_namespace_tuples(filled: ScrubJayStore, make_store) -> 
     kwargs = filled._kwargs
     filled.close()
     again = make_store(**{k: v for k, v in kwargs.items() if k in ("path", "client")},
-                       **({"prefix": filled.prefix}))
+                       prefix=filled.prefix)
     assert again.list_namespaces() == expected
     assert again.get(("users", "bob", "facts"), "allergy").value == ITEMS[3][2]
 

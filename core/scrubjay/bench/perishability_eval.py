@@ -32,7 +32,7 @@ from ..estimator import (
 )
 from ..perishability import keyword_classify
 
-__all__ = ["AGES_S", "cross_validate", "evaluate", "format_report", "format_cv"]
+__all__ = ["AGES_S", "cross_validate", "evaluate", "format_cv", "format_report"]
 
 YEAR_S = 365.25 * 86_400
 #: 25 log-spaced ages from one minute to two years.

@@ -70,8 +70,8 @@ from scrubjay.bench._tgt_templates import (
 __all__ = [
     "CATEGORY_KEYS",
     "DEFAULT_INTERVALS",
-    "FUTURE_TASKS",
     "FORMAT_VERSION",
+    "FUTURE_TASKS",
     "MEMORY_TYPES",
     "QUERY_KINDS",
     "SESSION_LENGTH_S",

@@ -120,8 +120,7 @@ MIN_CELL_QUERIES = 10
 """Minimum queries per (interval, type) cell over all instances (App. B.10)."""
 
 QUERY_STOPWORDS = frozenset(
-    "what is s has changed recently should i remember about for the a an of to in on at "
-    "and are this that with".split()
+    ["what", "is", "s", "has", "changed", "recently", "should", "i", "remember", "about", "for", "the", "a", "an", "of", "to", "in", "on", "at", "and", "are", "this", "that", "with"]
 )
 """Template and function words ignored by the keyword rules (chosen: the words of the
 three query templates plus common function words)."""
