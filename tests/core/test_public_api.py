@@ -67,17 +67,25 @@ def test_config_validation_messages() -> None:
 
 def test_the_wheel_carries_the_license(tmp_path) -> None:
     """pyproject declares MIT: the built distribution must ship the license text with it."""
+    import shutil
     import zipfile
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
+    src = tmp_path / "src"  # a copy: an in-tree build would leave build/ in the checkout
+    junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "*.pyc")
+    for name in ("core", "langchain_scrubjay", "llamaindex_scrubjay"):
+        shutil.copytree(root / name, src / name, ignore=junk)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(root / name, src / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(tmp_path), str(root)],
+                    "--no-build-isolation", "--wheel-dir", str(tmp_path / "dist"), str(src)],
                    check=True, capture_output=True, timeout=300)
-    (wheel,) = tmp_path.glob("scrubjay_mem-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("scrubjay_mem-*.whl")
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         (license_file,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
         assert zf.read(license_file).decode().startswith("MIT License")
         (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
         assert "License-Expression: MIT" in zf.read(metadata).decode().splitlines()
+        assert "scrubjay/data/" in "".join(names)  # the shipped estimator data came along
