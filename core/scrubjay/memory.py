@@ -585,10 +585,9 @@ class ScrubJayMemory:
         changed = self._link(records, what, where, graph, reads)
         new_ids = {r.id for r in records}
         try:
-            # every id is new now (replaced ones were deleted above): Chroma's add suffices
-            self._store.upsert([r.id for r in records], [r.text for r in records],
-                               [self._meta(r, graph.dumps(r.id)) for r in records], what, where,
-                               new=True)
+            # every id is new now: the ids it replaces were deleted above
+            self._store.add([r.id for r in records], [r.text for r in records],
+                            [self._meta(r, graph.dumps(r.id)) for r in records], what, where)
             old = sorted(changed - new_ids)
             if old:
                 self._store.update_meta(old, [{"sj_edges": graph.dumps(n)} for n in old])

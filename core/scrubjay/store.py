@@ -167,7 +167,7 @@ def _unpack_perishability(meta: dict[str, Any]) -> None:
         logger.warning("Ignoring unreadable perishability metadata")
 
 
-def _fold_rci(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float]:
+def _fold_packed(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float]:
     """Fold the packed keys into ``meta`` (``sj_perish``, then an ``sj_rci`` update over it);
     returns (exact what-vector or None, drift)."""
     _unpack_perishability(meta)
@@ -194,7 +194,7 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
     """StoredRows from a Chroma ``get`` answer (and the where-vectors fetched beside it)."""
     for i, rid in enumerate(got["ids"]):
         meta = dict(got["metadatas"][i] or {})
-        exact, drift = _fold_rci(meta)
+        exact, drift = _fold_packed(meta)
         row = StoredRow(id=rid, text=got["documents"][i] or "", meta=meta)
         if vectors:
             row.what = exact if exact is not None else np.asarray(got["embeddings"][i],
@@ -408,24 +408,22 @@ class ChromaStore:
                 self.diverged = True
 
     # -- writes ----------------------------------------------------------------------------
-    def upsert(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
-               what: NDArray[np.float32], where: NDArray[np.float32], *,
-               new: bool = False) -> None:
-        """Write memories (where first, then what: a memory exists once its what row does).
+    def add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
+            what: NDArray[np.float32], where: NDArray[np.float32]) -> None:
+        """Write new memories (where first, then what: a memory exists once its what row does).
 
-        ``new=True`` when the caller knows that none of ``ids`` has a what row: the what rows
-        are then added, not upserted (Chroma's add skips the existence check per id, about 8%
-        cheaper; it silently ignores an id that does exist). Where rows are always upserted:
-        a write cut short may leave one behind without its what row.
+        The caller guarantees that none of ``ids`` has a what row (it deletes the ids it
+        replaces first): the what rows go in with Chroma's ``add``, which skips upsert's
+        existence check per id (about 8% cheaper) and silently ignores an id that does exist.
+        Where rows are upserted: a write cut short may leave one behind without its what row.
         """
         has_where = [i for i in range(len(ids)) if np.any(where[i])]
         with self._tracked_write():
-            self._upsert(ids, texts, metas, what, where, has_where, new)
+            self._add(ids, texts, metas, what, where, has_where)
 
-    def _upsert(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
-                what: NDArray[np.float32], where: NDArray[np.float32],
-                has_where: list[int], new: bool) -> None:
-        write_what = self.what.add if new else self.what.upsert
+    def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
+             what: NDArray[np.float32], where: NDArray[np.float32],
+             has_where: list[int]) -> None:
         try:
             for lo in range(0, len(has_where), _WRITE_BATCH):
                 part = has_where[lo:lo + _WRITE_BATCH]
@@ -433,8 +431,8 @@ class ChromaStore:
                                   embeddings=where[part].astype(np.float32))
             for lo in range(0, len(ids), _WRITE_BATCH):
                 sl = slice(lo, lo + _WRITE_BATCH)
-                write_what(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
-                           documents=list(texts[sl]), metadatas=list(metas[sl]))
+                self.what.add(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
+                              documents=list(texts[sl]), metadatas=list(metas[sl]))
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc
 
@@ -678,7 +676,7 @@ class ChromaStore:
         out = []
         for i, rid in enumerate(ids):
             meta = dict(metas[i] or {})
-            exact, drift = _fold_rci(meta)
+            exact, drift = _fold_packed(meta)
             row = StoredRow(id=rid, text=docs[i] or "", meta=meta)
             if exact is not None:  # RCI moved it: the index vector is off by up to ``drift``
                 sims[i] = float(exact.astype(np.float64) @ vector.astype(np.float64))
