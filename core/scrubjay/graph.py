@@ -81,12 +81,13 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
     return e, e_s, e_c, e_t
 
 
-def edge_weight_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.float64] | None,
-                                gap_s: NDArray[np.float64],
-                                cfg: GraphConfig) -> NDArray[np.float64]:
+def edge_weight_from_similarity(sim_s: NDArray[np.floating], sim_c: NDArray[np.floating] | None,
+                                gap_s: NDArray[np.floating],
+                                cfg: GraphConfig) -> NDArray[np.floating]:
     """``e_ij`` alone, the first array of :func:`edge_weights_from_similarity` (the same
-    floats), with fewer temporaries; ``sim_c=None`` when no memory has a context. For a scan
-    of many pairs that keeps only the strongest: their components are recomputed after."""
+    floats, in the inputs' precision), with fewer temporaries; ``sim_c=None`` when no memory
+    has a context. For a scan of many pairs that keeps only the strongest: their components
+    are recomputed after."""
     e = np.where(sim_s >= cfg.theta_semantic, sim_s, 0.0)
     e *= cfg.weight_semantic
     if sim_c is not None:
@@ -146,6 +147,11 @@ class EpisodicGraph:
 
     def __contains__(self, node: object) -> bool:
         return node in self.g
+
+    def degree(self, node: str) -> int:
+        """``node``'s number of edges (0 for an unknown node)."""
+        nbrs = self.g._adj.get(node)
+        return 0 if nbrs is None else len(nbrs)
 
     def add_node(self, node: str) -> None:
         self.g.add_node(node)

@@ -670,6 +670,7 @@ class ScrubJayMemory:
             return {r.id for r in records}
         existing = self._link_candidates(records, what, where, graph, reads)
         width = 4 * cfg.max_neighbors
+        head = min(width, 2 * cfg.max_neighbors)
         t_new = np.array([r.created_at_s for r in records])
         batch_ids = np.array([r.id for r in records], dtype=object)
         what64, where64 = what.astype(np.float64), where.astype(np.float64)
@@ -680,12 +681,17 @@ class ScrubJayMemory:
             hi = min(len(records), lo + _LINK_BLOCK)
             # this block against the batch up to it, earlier items only (j < i)
             sim_s = what64[lo:hi] @ what64[:hi].T
-            sim_c = where64[lo:hi] @ where64[:hi].T if has_where else np.zeros_like(sim_s)
-            comps = edge_weights_from_similarity(sim_s, sim_c,
-                                                 np.abs(t_new[lo:hi, None] - t_new[None, :hi]),
-                                                 cfg)
+            sim_c = where64[lo:hi] @ where64[:hi].T if has_where else None
+            gap = np.abs(t_new[lo:hi, None] - t_new[None, :hi])
             earlier = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]
-            comps, cols = _strongest(comps, earlier, width, cfg.min_edge_weight)
+            # the strongest `width` by e_ij alone, then their components (the same floats)
+            (_,), cols = _strongest((edge_weight_from_similarity(sim_s, sim_c, gap, cfg),),
+                                     earlier, width, cfg.min_edge_weight)
+            at = np.maximum(cols, 0)
+            comps = edge_weights_from_similarity(
+                np.take_along_axis(sim_s, at, axis=1),
+                np.zeros(at.shape) if sim_c is None else np.take_along_axis(sim_c, at, axis=1),
+                np.take_along_axis(gap, at, axis=1), cfg)
             # the union with the existing candidates, cut to the strongest `width` again
             merged, pick = _strongest(
                 tuple(np.concatenate([old[lo:hi], new], axis=1)
@@ -697,11 +703,17 @@ class ScrubJayMemory:
             e = np.where(pick >= 0, merged[0], -np.inf)
             order = np.lexsort((ids.astype(str), -e), axis=1)  # by (-weight, id), invalid last
             counts = (pick >= 0).sum(axis=1)
-            e, s_, c_, t_, ids = (np.take_along_axis(a, order, axis=1).tolist()
-                                  for a in (*merged, ids))
+            ranked = tuple(np.take_along_axis(a, order, axis=1) for a in (*merged, ids))
+            # as lists, the first `head` of each row only: an item usually has its
+            # max_neighbors edges by then; the rest are converted for the few that do not
+            e, s_, c_, t_, ids = (a[:, :head].tolist() for a in ranked)
             for r, m in enumerate(counts.tolist()):
-                changed |= graph.link_ranked(records[lo + r].id, ids[r][:m], e[r][:m],
-                                             s_[r][:m], c_[r][:m], t_[r][:m], weakest)
+                node = records[lo + r].id
+                changed |= graph.link_ranked(node, ids[r][:m], e[r][:m], s_[r][:m], c_[r][:m],
+                                             t_[r][:m], weakest)
+                if m > head and graph.degree(node) < cfg.max_neighbors:
+                    re, rs, rc, rt, rids = (a[r, head:m].tolist() for a in ranked)
+                    changed |= graph.link_ranked(node, rids, re, rs, rc, rt, weakest)
         return changed
 
     def _link_candidates(self, records: list[MemoryRecord], what: NDArray[np.float32],
@@ -727,15 +739,19 @@ class ScrubJayMemory:
         ids = np.array(view.ids, dtype=object)
         t_new = np.array([r.created_at_s for r in records])
         has_where = bool(np.any(where)) and bool(np.any(view.where))
+        # the selection runs in float32 (half the bytes per (block, N) pass), on times relative
+        # to the batch's first; the chosen columns' components are float64, as before
+        t_old32 = (view.t - t_new[0]).astype(np.float32)
+        t_new32 = (t_new - t_new[0]).astype(np.float32)
         parts: list[tuple[NDArray[np.float64], ...]] = []
         id_parts: list[NDArray[np.object_]] = []
         valid_parts: list[NDArray[np.bool_]] = []
         width = 4 * cfg.max_neighbors
         for lo in range(0, len(records), _LINK_BLOCK):
             hi = min(len(records), lo + _LINK_BLOCK)
-            sim_s = (what[lo:hi] @ view.what.T).astype(np.float64)  # (block, N)
-            sim_c = (where[lo:hi] @ view.where.T).astype(np.float64) if has_where else None
-            gap = np.abs(view.t[None, :] - t_new[lo:hi, None])
+            sim_s = what[lo:hi] @ view.what.T  # (block, N), float32
+            sim_c = where[lo:hi] @ view.where.T if has_where else None
+            gap = np.abs(t_old32[None, :] - t_new32[lo:hi, None])
             # e_ij over the block, its strongest `width` per row, their components after
             e = edge_weight_from_similarity(sim_s, sim_c, gap, cfg)
             if e.shape[1] > width:  # O(N) selection per row
@@ -743,9 +759,10 @@ class ScrubJayMemory:
             else:
                 cols = np.broadcast_to(np.arange(e.shape[1]), e.shape)
             parts.append(edge_weights_from_similarity(
-                np.take_along_axis(sim_s, cols, axis=1),
-                np.zeros(cols.shape) if sim_c is None else np.take_along_axis(sim_c, cols, axis=1),
-                np.take_along_axis(gap, cols, axis=1), cfg))
+                np.take_along_axis(sim_s, cols, axis=1).astype(np.float64),
+                np.zeros(cols.shape) if sim_c is None
+                else np.take_along_axis(sim_c, cols, axis=1).astype(np.float64),
+                np.abs(view.t[cols] - t_new[lo:hi, None]), cfg))
             id_parts.append(ids[cols])
             valid_parts.append(np.ones(cols.shape, dtype=bool))
         weights = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))

@@ -61,3 +61,38 @@ def test_batch_linking_equals_one_add_at_a_time(batch: int) -> None:
     assert got.keys() == reference.keys()
     # (a batch computes its own similarities in float64, a single add in float32)
     assert all(abs(got[k] - reference[k]) < 1e-6 for k in got)
+
+
+def test_an_item_whose_first_candidates_are_full_links_to_later_ones() -> None:
+    """Batch linking hands each item its candidates in two slices (the first
+    ``2 * max_neighbors``, converted to lists, then the rest only when needed): an item whose
+    strongest candidates all refuse it (full, with stronger edges) must still reach the
+    weaker candidates ranked after them."""
+    dim, hour = 12, 3600.0
+    basis = np.eye(dim, dtype=np.float32)
+
+    def unit(v: np.ndarray) -> np.ndarray:
+        return (v / np.linalg.norm(v)).astype(np.float32)
+
+    lut = {"": np.zeros(dim, np.float32), "ctx": basis[1], "x": basis[0]}
+    for i in range(6):  # near x; two triangles (a day apart) of edges ~1.0 in one context
+        lut[f"a{i}"] = unit(basis[0] + 0.05 * basis[5 + i])
+    lut["c0"] = unit(basis[0] + 0.8 * basis[2])  # cos 0.78 to x, 0.61 to each other
+    lut["c1"] = unit(basis[0] + 0.8 * basis[3])
+    emb = CallableEmbedder(lambda ts: np.stack([lut[t] for t in ts]), name="callable:full")
+    cfg = ScrubJayConfig(llm=LLMConfig(annotate=False), graph=GraphConfig(max_neighbors=2))
+    mem = ScrubJayMemory(embedder=emb, config=cfg, clock=lambda: T0 + 30 * hour)
+    try:
+        for lo, at in ((0, T0), (3, T0 + 25 * hour)):
+            mem.add_many([{"text": f"a{i}", "context": "ctx", "at": at, "id": f"a{i}"}
+                          for i in range(lo, lo + 3)])
+        mem.add_many([{"text": f"c{i}", "at": T0 - 30 * hour, "id": f"c{i}"} for i in range(2)])
+        g = mem.graph
+        assert all(g.degree(f"a{i}") == 2 for i in range(6))  # both triangles are full
+        assert g.degree("c0") == g.degree("c1") == 1  # c0 -- c1 (same time), room left
+        mem.add_many([{"text": "x", "at": T0 + 12.5 * hour, "id": "x"}])
+        # x ranks the six a's first (0.4 * 0.999, refused: their edges weigh ~1.0), the c's
+        # after them (0.4 * 0.78), beyond the first slice of 2 * max_neighbors = 4
+        assert {j for j, _ in g.neighbors("x")} == {"c0", "c1"}
+    finally:
+        mem.close()
