@@ -62,6 +62,8 @@ class _BaseEmbedder:
 
     def embed(self, texts: Sequence[str], *, query: bool = False) -> NDArray[np.float32]:
         texts = list(texts)
+        if len(texts) == 1 and texts[0].strip():  # a query: no de-duplication to do
+            return self._checked(texts, query)
         keep = [i for i, t in enumerate(texts) if t.strip()]
         if not keep:
             if self._dim is None:

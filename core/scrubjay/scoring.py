@@ -43,9 +43,14 @@ def keyword_biases(query: str, cfg: WeightConfig) -> NDArray[np.float64]:
     A component's bias counts once, however many of its words occur. Multi-word keywords match
     as phrases.
     """
+    return np.array(_keyword_bias_list(query, cfg))
+
+
+def _keyword_bias_list(query: str, cfg: WeightConfig) -> list[float]:
+    """:func:`keyword_biases` as a list."""
     lowered = query.lower()
     words = set(_WORD_RE.findall(lowered))
-    out = np.zeros(4)
+    out = [0.0, 0.0, 0.0, 0.0]
     for index, bias, singles, phrases in _keyword_table(cfg.keyword_biases):
         if not words.isdisjoint(singles) or any(p in lowered for p in phrases):
             out[index] += bias
@@ -74,11 +79,15 @@ def adaptive_weights(query: str, e_q_norm: float, c_q_norm: float, dt_q_s: float
     [0.4016, 0.1995, 0.1995, 0.1995]
     """
     when_term = min(cfg.when_log_cap, cfg.when_log_coef * math.log(max(0.0, dt_q_s) + 1.0))
-    base = np.asarray(cfg.base_logits, dtype=np.float64)
-    logits = base + keyword_biases(query, cfg) + np.array(
-        [cfg.what_norm_coef * e_q_norm, cfg.where_norm_coef * c_q_norm, when_term, 0.0])
-    z = np.exp(logits - logits.max())
-    return z / z.sum()
+    # four numbers: Python floats (numpy's per-call cost is most of this on every search)
+    logits = [b + k + x for b, k, x in zip(
+        cfg.base_logits, _keyword_bias_list(query, cfg),
+        (cfg.what_norm_coef * e_q_norm, cfg.where_norm_coef * c_q_norm, when_term, 0.0),
+        strict=True)]
+    top = max(logits)
+    z = [math.exp(v - top) for v in logits]
+    total = math.fsum(z)
+    return np.array([v / total for v in z])
 
 
 def combine(weights: NDArray[np.float64], what: NDArray[np.floating],
