@@ -131,8 +131,15 @@ def _clear_views(g: nx.Graph) -> None:
 
 
 def _weakest(nbrs: Mapping[str, Mapping[str, float]]) -> tuple[float, str]:
-    """The weakest edge ``(weight, other)`` of an adjacency dict (ties: the smallest id)."""
-    return min((d["weight"], j) for j, d in nbrs.items())
+    """The weakest edge ``(weight, other)`` of a non-empty adjacency dict (ties: the smallest
+    id): ``min((d["weight"], j) for j, d in nbrs.items())``, without a tuple per edge (about
+    2.7x faster; a full node's weakest edge is looked up on most candidate checks)."""
+    w_min, j_min = math.inf, ""
+    for j, d in nbrs.items():
+        w = d["weight"]
+        if w < w_min or (w == w_min and j < j_min):
+            w_min, j_min = w, j
+    return w_min, j_min
 
 
 class EpisodicGraph:
@@ -194,9 +201,11 @@ class EpisodicGraph:
                 continue
             w = weight[k]
             if len(theirs) >= cap:
-                w_min, j_min = weak.get(other) or _weakest(theirs)
+                cached = weak.get(other)
+                if cached is None:
+                    cached = weak[other] = _weakest(theirs)
+                w_min, j_min = cached
                 if w_min >= w:
-                    weak[other] = (w_min, j_min)
                     continue
                 del theirs[j_min]  # Graph.remove_edge, without its checks
                 del adj[j_min][other]
@@ -208,9 +217,10 @@ class EpisodicGraph:
                     "temporal": temporal[k]}
             mine[other] = data  # Graph.add_edge between two existing nodes
             theirs[node] = data
-            for a, b in ((node, other), (other, node)):
-                if a in weak:
-                    weak[a] = min(weak[a], (w, b))
+            if node in weak:
+                weak[node] = min(weak[node], (w, other))
+            if other in weak:
+                weak[other] = min(weak[other], (w, node))
             changed.add(other)
         _clear_views(self.g)
         return changed
@@ -247,16 +257,33 @@ class EpisodicGraph:
 
     # -- persistence: each memory's adjacency as a compact JSON string in its metadata -----
     def dumps(self, node: str) -> str:
-        """``node``'s edges as JSON ``[[other, weight, e_S, e_C, e_T], ...]``."""
-        nbrs = self.g._adj.get(node)  # the plain dict, not a view
-        if not nbrs:
-            return "[]"
-        # what json.dumps(rows, separators=(",", ":")) writes (its string escaping, repr of
-        # the finite floats), about twice as fast: one string per memory written
-        return "[" + ",".join(
-            f'[{_json_string(j)},{float(d["weight"])!r},{float(d["semantic"])!r},'
-            f'{float(d["contextual"])!r},{float(d["temporal"])!r}]'
-            for j, d in sorted(nbrs.items())) + "]"
+        """``node``'s edges as JSON ``[[other, weight, e_S, e_C, e_T], ...]``, sorted by id:
+        what ``json.dumps(rows, separators=(",", ":"))`` writes (its string escaping, the
+        ``repr`` of the finite floats), about twice as fast (one string per memory written)."""
+        return self.dumps_many([node])[0]
+
+    def dumps_many(self, nodes: Iterable[str]) -> list[str]:
+        """:meth:`dumps` of each of ``nodes`` (the same strings): an edge's numbers are
+        formatted once, though both of its ends are written (the two ends share one data
+        dict, which identifies the edge while the graph is not edited)."""
+        adj = self.g._adj
+        tails: dict[int, str] = {}
+        out: list[str] = []
+        for node in nodes:
+            nbrs = adj.get(node)
+            if not nbrs:
+                out.append("[]")
+                continue
+            parts = []
+            for j, d in sorted(nbrs.items()):
+                tail = tails.get(id(d))
+                if tail is None:
+                    tail = tails[id(d)] = (
+                        f',{float(d["weight"])!r},{float(d["semantic"])!r},'
+                        f'{float(d["contextual"])!r},{float(d["temporal"])!r}]')
+                parts.append(f"[{_json_string(j)}{tail}")
+            out.append("[" + ",".join(parts) + "]")
+        return out
 
     def loads(self, node: str, payload: str | None) -> None:
         """Restore ``node``'s edges from :meth:`dumps` output; unknown ids are skipped later."""

@@ -584,13 +584,15 @@ class ScrubJayMemory:
         graph = self._graph if self._use_mirror else EpisodicGraph(self.config.graph)
         changed = self._link(records, what, where, graph, reads)
         new_ids = {r.id for r in records}
+        old = sorted(changed - new_ids)
+        edges = graph.dumps_many([*(r.id for r in records), *old])
         try:
             # every id is new now: the ids it replaces were deleted above
             self._store.add([r.id for r in records], [r.text for r in records],
-                            [self._meta(r, graph.dumps(r.id)) for r in records], what, where)
-            old = sorted(changed - new_ids)
+                            [self._meta(r, e) for r, e in zip(records, edges, strict=False)],
+                            what, where)
             if old:
-                self._store.update_meta(old, [{"sj_edges": graph.dumps(n)} for n in old])
+                self._store.update_meta(old, [{"sj_edges": e} for e in edges[len(records):]])
             newest = max(r.created_at_s for r in records)
             if newest > self._newest_t:
                 self._newest_t = newest
@@ -600,7 +602,7 @@ class ScrubJayMemory:
             if self._use_mirror:  # roll the in-memory graph back to what Chroma holds
                 for r in records:
                     self._graph.remove(r.id)
-                self._reload_adjacency(sorted(changed - new_ids))
+                self._reload_adjacency(old)
             raise
         if self._use_mirror:
             if self._mirror is None:
@@ -1563,7 +1565,7 @@ class ScrubJayMemory:
         survivors = sorted(changed - gone)
         if survivors:
             g = self._graph if self._use_mirror else graph
-            self._store.update_meta(survivors, [{"sj_edges": g.dumps(n)} for n in survivors])
+            self._store.update_meta(survivors, [{"sj_edges": e} for e in g.dumps_many(survivors)])
         if self._use_mirror and self._mirror is not None:
             self._mirror.remove(list(ids))
             self._refresh_wdeg(survivors)

@@ -298,10 +298,16 @@ def test_dumps_writes_what_json_dumps_writes_and_loads_reads_it_back(edges) -> N
         g.add_node(other)
     g.link(node, [Edge(other=o, weight=w, semantic=s, contextual=c, temporal=t)
                   for o, w, s, c, t in edges])
-    rows = [[j, d["weight"], d["semantic"], d["contextual"], d["temporal"]]
-            for j, d in sorted(g.g[node].items())]
+    def expected(n: str) -> str:
+        rows = [[j, d["weight"], d["semantic"], d["contextual"], d["temporal"]]
+                for j, d in sorted(g.g[n].items())]
+        return json.dumps(rows, separators=(",", ":"))
+
     payload = g.dumps(node)
-    assert payload == json.dumps(rows, separators=(",", ":"))
+    assert payload == expected(node)
+    # both ends of each edge in one call (an edge's numbers are formatted once for the two)
+    nodes = [node, *(o for o, *_ in edges), "unknown"]
+    assert g.dumps_many(nodes) == [expected(n) if n in g.g else "[]" for n in nodes]
     again = EpisodicGraph(GraphConfig(max_neighbors=16))
     again.loads(node, payload)
     assert {j: dict(d) for j, d in again.g[node].items()} == {j: dict(d)
