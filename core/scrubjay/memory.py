@@ -588,9 +588,8 @@ class ScrubJayMemory:
         edges = graph.dumps_many([*(r.id for r in records), *old])
         try:
             # every id is new now: the ids it replaces were deleted above
-            self._store.add([r.id for r in records], [r.text for r in records],
-                            [self._meta(r, e) for r, e in zip(records, edges, strict=False)],
-                            what, where)
+            metas = [self._meta(r, e) for r, e in zip(records, edges[:len(records)], strict=True)]
+            self._store.add([r.id for r in records], [r.text for r in records], metas, what, where)
             if old:
                 self._store.update_meta(old, [{"sj_edges": e} for e in edges[len(records):]])
             newest = max(r.created_at_s for r in records)
@@ -672,7 +671,7 @@ class ScrubJayMemory:
             return {r.id for r in records}
         existing = self._link_candidates(records, what, where, graph, reads)
         width = 4 * cfg.max_neighbors
-        head = min(width, 2 * cfg.max_neighbors)
+        head = 2 * cfg.max_neighbors  # of width = 4 * max_neighbors
         t_new = np.array([r.created_at_s for r in records])
         batch_ids = np.array([r.id for r in records], dtype=object)
         what64, where64 = what.astype(np.float64), where.astype(np.float64)
