@@ -585,8 +585,8 @@ class ScrubJayMemory:
         changed = self._link(records, what, where, graph, reads)
         new_ids = {r.id for r in records}
         old = sorted(changed - new_ids)
-        edges = graph.dumps_many([*(r.id for r in records), *old])
         try:
+            edges = graph.dumps_many([*(r.id for r in records), *old])
             # every id is new now: the ids it replaces were deleted above
             metas = [self._meta(r, e) for r, e in zip(records, edges[:len(records)], strict=True)]
             self._store.add([r.id for r in records], [r.text for r in records], metas, what, where)
