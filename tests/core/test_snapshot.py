@@ -6,6 +6,7 @@ they match the store (count and change marker) and are whole, and otherwise rebu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scrubjay import ScrubJayMemory
+from scrubjay import MemoryRecord, ScrubJayMemory
 from scrubjay.snapshot import snapshot_path
 from scrubjay.store import ChromaStore
 from scrubjay.testing import FrozenClock, HashEmbedder
@@ -75,6 +76,31 @@ def test_reopen_reads_the_snapshot_and_restores_everything(tmp_path: Path,
     assert _state(mem) == before
     _fill(mem, 60, 70)  # and it keeps working as a store
     assert len(mem) == 71
+    mem.close()
+
+
+def test_records_read_from_the_snapshot_equal_the_written_ones_field_by_field(
+        tmp_path: Path, no_chroma_rebuild: list[int]) -> None:
+    """The snapshot builds its records without ``MemoryRecord.__post_init__`` (for speed):
+    every field, in its declaration order, must still be what the closed store held and what
+    the normal constructor makes of it."""
+    folder = tmp_path / "store"
+    mem = _open(folder)
+    _fill(mem, 0, 40)
+    mem.integrate("note about the garden shed 3 was repainted", store=True)
+    before = sorted(mem, key=lambda r: r.id)
+    assert any(r.updated_at_s is not None for r in before)
+    assert any(r.metadata for r in before)
+    mem.close()
+    no_chroma_rebuild.clear()
+    mem = _open(folder)
+    after = sorted(mem, key=lambda r: r.id)
+    assert no_chroma_rebuild == []
+    assert after == before
+    for r in after:
+        fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(MemoryRecord)}
+        assert MemoryRecord(**fields) == r
+        assert type(r.metadata) is dict and type(r.pi) is float
     mem.close()
 
 
