@@ -320,11 +320,11 @@ class EpisodicGraph:
         snapshot's bulk load: networkx's adjacency dicts are filled directly)."""
         self.g.add_nodes_from(nodes)
         adj = self.g._adj
+        rows = [adj[node] for node in nodes]  # by row index: no dict lookup per edge end
         for a, b, w, s, c, t in zip(u, v, weight, semantic, contextual, temporal, strict=True):
-            na, nb = nodes[a], nodes[b]
             data = {"weight": w, "semantic": s, "contextual": c, "temporal": t}
-            adj[na][nb] = data
-            adj[nb][na] = data
+            rows[a][nodes[b]] = data
+            rows[b][nodes[a]] = data
         _clear_views(self.g)
 
     def prune_unknown(self, known: set[str]) -> None:
