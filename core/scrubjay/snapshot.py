@@ -84,9 +84,9 @@ def _pack(strings: Sequence[str]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]
 
 def _unpack(buf: NDArray[np.uint8], ends: NDArray[np.int64]) -> list[str]:
     raw = buf.tobytes()
-    starts = np.concatenate([[0], ends[:-1]]).tolist()
-    return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, ends.tolist(),
-                                                                          strict=True)]
+    stops = ends.tolist()
+    starts = [0, *stops][:-1]
+    return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, stops, strict=True)]
 
 
 #: ``MemoryRecord``'s fields in declaration order: the order of :func:`_restored`'s values.

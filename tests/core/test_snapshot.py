@@ -256,3 +256,34 @@ def test_delete_removes_the_snapshot_at_once(tmp_path: Path) -> None:
     mem = _open(folder)
     assert len(mem) == 9 and "n2" not in mem
     mem.close()
+
+
+@pytest.mark.parametrize("strings", [
+    ["plain", "", "ascii only", ""],
+    ["caf\u00e9", "", "\U0001f426 scrub jay", "plain", "\ud800 lone surrogate"],
+    [],
+])
+def test_string_columns_round_trip(strings: list[str]) -> None:
+    """Strings survive the packing, non-ASCII and lone surrogates included, and so does an
+    empty column (its offsets once made ``_unpack`` fail)."""
+    from scrubjay.snapshot import _pack, _unpack
+    assert _unpack(*_pack(strings)) == strings
+
+
+def test_an_emptied_store_reopens_from_its_snapshot_without_a_warning(
+        tmp_path: Path, no_chroma_rebuild: list[int], caplog: pytest.LogCaptureFixture) -> None:
+    folder = tmp_path / "store"
+    mem = _open(folder)
+    _fill(mem, 0, 3)
+    for i in range(3):
+        mem.delete(f"n{i}")
+    mem.close()
+    assert snapshot_path(folder, NS).exists()  # a snapshot of zero rows
+    no_chroma_rebuild.clear()
+    with caplog.at_level(logging.INFO, logger="scrubjay"):
+        mem = _open(folder)
+    assert len(mem) == 0 and no_chroma_rebuild == []
+    assert not [r for r in caplog.records if "snapshot" in r.getMessage()]
+    _fill(mem, 3, 5)
+    assert len(mem) == 2
+    mem.close()
