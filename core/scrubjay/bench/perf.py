@@ -300,7 +300,7 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
         mat = corpus.vectors[:n]
         vecs = iter([corpus.embed([q])[0] for q in qs] * 2)
 
-        def scan() -> None:
+        def scan(mat: Any = mat, vecs: Any = vecs) -> None:  # this size's matrix and queries
             s = mat @ next(vecs)
             np.argpartition(-s, k - 1)[:k]
         row["numpy_scan"] = _pct(_timed(scan, queries))
