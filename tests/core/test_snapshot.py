@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from scrubjay import MemoryRecord, ScrubJayMemory
-from scrubjay.snapshot import snapshot_path
+from scrubjay.snapshot import _pack, _unpack, snapshot_path
 from scrubjay.store import ChromaStore
 from scrubjay.testing import FrozenClock, HashEmbedder
 
@@ -266,7 +266,6 @@ def test_delete_removes_the_snapshot_at_once(tmp_path: Path) -> None:
 def test_string_columns_round_trip(strings: list[str]) -> None:
     """Strings survive the packing, non-ASCII and lone surrogates included, and so does an
     empty column (its offsets once made ``_unpack`` fail)."""
-    from scrubjay.snapshot import _pack, _unpack
     assert _unpack(*_pack(strings)) == strings
 
 
