@@ -3,8 +3,9 @@
 A namespace ``ns`` lives in two collections (cosine space, no Chroma embedding function, so
 Chroma never downloads a model):
 
-* ``sj_{ns}_what``: one record per memory; embedding ``w_what``; document = the text; metadata =
-  perishability and bookkeeping (keys below) plus the user's metadata. Its collection metadata
+* ``sj_{ns}_what``: one record per memory; embedding ``w_what``; metadata = the text
+  (``sj_text``), perishability and bookkeeping (keys below) plus the user's metadata; no Chroma
+  document. Its collection metadata
   records the schema version, the embedder's name and dimension and the prospective buffer.
 * ``sj_{ns}_where``: the same ids, embedding ``w_where``; only memories with a non-empty
   context have a row (an empty context embeds to the zero vector).
@@ -25,6 +26,12 @@ embedding (used only to generate candidates, which are then scored with the exac
 rewritten when the drift bound passes :data:`INDEX_DRIFT_MAX_RAD`. Why: a Chroma update costs
 about one metadata write per key, and rewriting an HNSW vector several times that (measured on
 the RCI benchmark: 10k records, 4 keys 2.6-3.3 s, 1 key 1.2 s, vectors 9-13 s).
+
+The text is a metadata key, not Chroma's document (schema 3; schemas 1 and 2 kept it as the
+document, still read): Chroma indexes a document for full-text search (SQLite FTS5, trigrams),
+which scrubjay never queries and which cost about a fifth of each write (replays of the ingest
+benchmark's 10k rows, three alternating runs: 4.22-4.76 s with the document, 3.71-4.18 s with
+the text as metadata, the raw add of the same vectors with a document 3.60-3.90 s).
 
 Write order makes a crash safe: ``where`` is written before ``what`` and deleted after it, so a
 memory exists exactly when its ``what`` record does; :meth:`ChromaStore.reconcile` removes
@@ -66,8 +73,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: 2: perishability packed in ``sj_perish`` (1: a key per field; still read).
-SCHEMA_VERSION = 2
+#: 3: the text in ``sj_text``, no document; 2: perishability packed in ``sj_perish``; 1: a
+#: key per field (all still read).
+SCHEMA_VERSION = 3
 _PAGE = 2_000
 _USER_PREFIX = "u_"
 #: Chroma names a vector-index folder after its segment's UUID.
@@ -82,6 +90,8 @@ _UPDATE_BATCH = 5_000
 _READ_BATCH = 10_000
 #: The most memories one read by time returns (server mode's temporal link candidates).
 TIME_READ_MAX = 5_000
+#: Metadata key of a memory's text (schema 3; before, Chroma's document).
+_TEXT_KEY = "sj_text"
 #: Metadata key of a memory's latest RCI update (see the module docstring).
 _RCI_KEY = "sj_rci"
 #: Metadata key of a memory's perishability when written, and its fields as read (the
@@ -185,6 +195,12 @@ def _fold_packed(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, floa
         return None, 0.0
 
 
+def _text(meta: dict[str, Any], document: str | None) -> str:
+    """A row's text, taken out of ``meta``: ``sj_text`` (schema 3), else the document."""
+    text = meta.pop(_TEXT_KEY, None)
+    return text if isinstance(text, str) else (document or "")
+
+
 def _wrap(action: str, exc: Exception) -> StoreError:
     return StoreError(f"Chroma failed to {action}: {type(exc).__name__}: {exc}")
 
@@ -195,7 +211,7 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
     for i, rid in enumerate(got["ids"]):
         meta = dict(got["metadatas"][i] or {})
         exact, drift = _fold_packed(meta)
-        row = StoredRow(id=rid, text=got["documents"][i] or "", meta=meta)
+        row = StoredRow(id=rid, text=_text(meta, got["documents"][i]), meta=meta)
         if vectors:
             row.what = exact if exact is not None else np.asarray(got["embeddings"][i],
                                                                   dtype=np.float32)
@@ -432,7 +448,8 @@ class ChromaStore:
             for lo in range(0, len(ids), _WRITE_BATCH):
                 sl = slice(lo, lo + _WRITE_BATCH)
                 self.what.add(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
-                              documents=list(texts[sl]), metadatas=list(metas[sl]))
+                              metadatas=[{**m, _TEXT_KEY: t}
+                                         for m, t in zip(metas[sl], texts[sl], strict=True)])
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc
 
@@ -677,7 +694,7 @@ class ChromaStore:
         for i, rid in enumerate(ids):
             meta = dict(metas[i] or {})
             exact, drift = _fold_packed(meta)
-            row = StoredRow(id=rid, text=docs[i] or "", meta=meta)
+            row = StoredRow(id=rid, text=_text(meta, docs[i]), meta=meta)
             if exact is not None:  # RCI moved it: the index vector is off by up to ``drift``
                 sims[i] = float(exact.astype(np.float64) @ vector.astype(np.float64))
                 row.drift_rad = drift

@@ -616,9 +616,9 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
     assert real.get(ids=ids[:2])["ids"], "the first part landed before the failure"
     mem._store.what = real
     mem.add_many([{"text": f"final note {i}", "id": ids[i]} for i in range(4)])
-    got = real.get(ids=ids, include=["documents"])
-    assert dict(zip(got["ids"], got["documents"])) == {ids[i]: f"final note {i}"
-                                                       for i in range(4)}
+    got = real.get(ids=ids, include=["metadatas"])
+    assert {rid: m["sj_text"] for rid, m in zip(got["ids"], got["metadatas"], strict=True)} \
+        == {ids[i]: f"final note {i}" for i in range(4)}
     assert [mem.get(i).text for i in ids] == [f"final note {i}" for i in range(4)]
     assert len(mem) == 5 and mem.get(kept.id) == kept
 
@@ -652,6 +652,37 @@ def test_perishability_is_one_packed_key_and_schema_1_rows_still_read(memory_fac
     assert again._store.state()["sj_schema"] == 1  # reading leaves it alone
     again.add("the meeting moved to room 12")
     assert again._store.state()["sj_schema"] == SCHEMA_VERSION
+
+
+def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory_factory
+                                                                          ) -> None:
+    """Schema 3 keeps a memory's text in the ``sj_text`` key and writes no Chroma document
+    (Chroma would index it for full-text search, a fifth of each write, and scrubjay never
+    queries it). A row of schema 2 (the text as the document) reads back the same: by id, by
+    search, after a reopen, and after an RCI update or an edge change rewrites its metadata."""
+    mem = memory_factory()
+    rec = mem.add("the user is parked on level 3 right now", context="at the mall")
+    raw = mem._store.what.get(ids=[rec.id], include=["metadatas", "documents"])
+    assert raw["documents"] == [None]
+    assert raw["metadatas"][0]["sj_text"] == rec.text
+    assert "sj_text" not in mem.get(rec.id).metadata
+    vec = mem._store.what.get(ids=[rec.id], include=["embeddings"])["embeddings"][0]
+    old_meta = {"sj_perish": json.dumps({"label": "factual", "pi": 0.05, "tau": 1e9,
+                                         "value": 0.7, "source": "keyword"}),
+                "sj_t": rec.created_at_s - 60.0, "sj_edges": "[]"}
+    mem._store.what.add(ids=["schema2"], embeddings=[vec], documents=["the car is on level 3"],
+                        metadatas=[old_meta])
+    mem._store.set_state(sj_schema=2)
+    mem.close()
+    again = memory_factory()
+    assert again.get(rec.id) == rec
+    assert again.get("schema2").text == "the car is on level 3"
+    hits = {h.id: h.text for h in again.search("where is the car parked", k=5)}
+    assert hits.get("schema2") == "the car is on level 3"
+    assert hits.get(rec.id) == rec.text
+    again.add("the car on level 3 is the red one")  # links to both: their edges are rewritten
+    assert again.get("schema2").text == "the car is on level 3"
+    assert again.get(rec.id).text == rec.text
 
 
 def test_a_namespace_of_a_newer_schema_is_refused(memory_factory) -> None:

@@ -412,9 +412,10 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             sj_s += time.perf_counter() - t
             rows = mem._store.what.get(ids=[p["id"] for p in part],
                                        include=["embeddings", "documents", "metadatas"])
+            kw = {"documents": rows["documents"]} if any(rows["documents"]) else {}
             t = time.perf_counter()
             replay.upsert(ids=rows["ids"], embeddings=rows["embeddings"],
-                          documents=rows["documents"], metadatas=rows["metadatas"])
+                          metadatas=rows["metadatas"], **kw)
             replay_s += time.perf_counter() - t
     finally:
         mem.close()
