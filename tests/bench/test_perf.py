@@ -33,6 +33,7 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
     assert 0.0 <= res["buffer"]["hit_rate"] <= 1.0
     for name in ("synthetic", "bundled"):
         assert math.isfinite(res["ingest"][name]["overhead"])
+        assert math.isfinite(res["ingest"][name]["overhead_vs_text_as_meta"])
         assert math.isfinite(res["ingest"]["server"][name]["overhead"])
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
     assert res["memory"]["n"] == max(int(n) for n in res["search"]["by_n"])
