@@ -685,6 +685,20 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
     assert again.get(rec.id).text == rec.text
 
 
+def test_a_text_of_the_largest_size_round_trips_as_metadata(memory_factory) -> None:
+    """The longest text accepted (100,000 characters, non-ASCII included) is stored in the
+    ``sj_text`` metadata key and read back exactly, before and after a reopen."""
+    from scrubjay._validation import MAX_TEXT_CHARS
+
+    text = ("caf\u00e9 \u6771\u4eac \U0001f600 " * MAX_TEXT_CHARS)[:MAX_TEXT_CHARS - 1] + "."
+    assert len(text) == MAX_TEXT_CHARS
+    mem = memory_factory()
+    rec = mem.add(text, context="a long note")
+    assert mem.get(rec.id).text == text
+    mem.close()
+    assert memory_factory().get(rec.id).text == text
+
+
 def test_a_namespace_of_a_newer_schema_is_refused(memory_factory) -> None:
     from scrubjay.store import SCHEMA_VERSION
 
