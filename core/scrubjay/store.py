@@ -29,7 +29,7 @@ the RCI benchmark: 10k records, 4 keys 2.6-3.3 s, 1 key 1.2 s, vectors 9-13 s).
 
 The text is a metadata key, not Chroma's document (schema 3; schemas 1 and 2 kept it as the
 document, still read): Chroma indexes a document for full-text search (SQLite FTS5, trigrams),
-which scrubjay never queries and which cost about a fifth of each write (replays of the ingest
+which scrubjay never queries and which cost 12-19% of each write (replays of the ingest
 benchmark's 10k rows, three alternating runs: 4.22-4.76 s with the document, 3.71-4.18 s with
 the text as metadata, the raw add of the same vectors with a document 3.60-3.90 s).
 

@@ -657,9 +657,9 @@ def test_perishability_is_one_packed_key_and_schema_1_rows_still_read(memory_fac
 def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory_factory
                                                                           ) -> None:
     """Schema 3 keeps a memory's text in the ``sj_text`` key and writes no Chroma document
-    (Chroma would index it for full-text search, a fifth of each write, and scrubjay never
+    (Chroma would index it for full-text search, 12-19% of each write, and scrubjay never
     queries it). A row of schema 2 (the text as the document) reads back the same: by id, by
-    search, after a reopen, and after an RCI update or an edge change rewrites its metadata."""
+    search, after a reopen, and after a new memory's edges rewrite its metadata."""
     mem = memory_factory()
     rec = mem.add("the user is parked on level 3 right now", context="at the mall")
     raw = mem._store.what.get(ids=[rec.id], include=["metadatas", "documents"])
@@ -680,7 +680,10 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
     hits = {h.id: h.text for h in again.search("where is the car parked", k=5)}
     assert hits.get("schema2") == "the car is on level 3"
     assert hits.get(rec.id) == rec.text
-    again.add("the car on level 3 is the red one")  # links to both: their edges are rewritten
+    new = again.add("the car on level 3 is the red one")
+    stored = again._store.what.get(ids=["schema2"], include=["metadatas", "documents"])
+    assert new.id in stored["metadatas"][0]["sj_edges"]  # the row's edges were rewritten
+    assert stored["documents"] == ["the car is on level 3"]
     assert again.get("schema2").text == "the car is on level 3"
     assert again.get(rec.id).text == rec.text
 
