@@ -623,6 +623,17 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
     assert len(mem) == 5 and mem.get(kept.id) == kept
 
 
+def _reopen_with_old_row(memory_factory, mem, rec, row_id: str, text: str,
+                         meta: dict, *, schema: int):
+    """Write a row as an older schema did (the text as Chroma's document, ``meta`` as given)
+    beside ``rec``, with ``rec``'s vector; record that schema; reopen the memory."""
+    vec = mem._store.what.get(ids=[rec.id], include=["embeddings"])["embeddings"][0]
+    mem._store.what.add(ids=[row_id], embeddings=[vec], documents=[text], metadatas=[meta])
+    mem._store.set_state(sj_schema=schema)
+    mem.close()
+    return memory_factory()
+
+
 def test_perishability_is_one_packed_key_and_schema_1_rows_still_read(memory_factory) -> None:
     """Chroma writes a row per metadata key: a memory's label, pi, tau, value and source share
     one JSON key. A row of schema 1 (a key each) reads back the same; the namespace's recorded
@@ -638,12 +649,8 @@ def test_perishability_is_one_packed_key_and_schema_1_rows_still_read(memory_fac
     # a memory as schema 1 wrote it, beside
     old_meta = {"sj_label": "factual", "sj_pi": 0.05, "sj_tau": 1e9, "sj_value": 0.7,
                 "sj_t": rec.created_at_s - 60.0, "sj_src": "llm", "sj_edges": "[]"}
-    vec = mem._store.what.get(ids=[rec.id], include=["embeddings"])["embeddings"][0]
-    mem._store.what.add(ids=["schema1"], embeddings=[vec], documents=["the sister is in Oslo"],
-                        metadatas=[old_meta])
-    mem._store.set_state(sj_schema=1)
-    mem.close()
-    again = memory_factory()
+    again = _reopen_with_old_row(memory_factory, mem, rec, "schema1", "the sister is in Oslo",
+                                 old_meta, schema=1)
     assert again.get(rec.id) == rec
     old = again.get("schema1")
     assert (old.label, old.pi, old.tau_s, old.value, old.source) == ("factual", 0.05, 1e9, 0.7,
@@ -666,15 +673,11 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
     assert raw["documents"] == [None]
     assert raw["metadatas"][0]["sj_text"] == rec.text
     assert "sj_text" not in mem.get(rec.id).metadata
-    vec = mem._store.what.get(ids=[rec.id], include=["embeddings"])["embeddings"][0]
     old_meta = {"sj_perish": json.dumps({"label": "factual", "pi": 0.05, "tau": 1e9,
                                          "value": 0.7, "source": "keyword"}),
                 "sj_t": rec.created_at_s - 60.0, "sj_edges": "[]"}
-    mem._store.what.add(ids=["schema2"], embeddings=[vec], documents=["the car is on level 3"],
-                        metadatas=[old_meta])
-    mem._store.set_state(sj_schema=2)
-    mem.close()
-    again = memory_factory()
+    again = _reopen_with_old_row(memory_factory, mem, rec, "schema2", "the car is on level 3",
+                                 old_meta, schema=2)
     assert again.get(rec.id) == rec
     assert again.get("schema2").text == "the car is on level 3"
     hits = {h.id: h.text for h in again.search("where is the car parked", k=5)}
