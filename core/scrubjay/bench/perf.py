@@ -391,10 +391,9 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
                              namespace="ingest-bundled", embedder=model,
                              config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
                              clock=_clock(T0 + len(items) + 3600))
-    # the floor: the same Chroma write of the rows scrubjay wrote (its metadata: perishability,
-    # edges, ...), replayed into a fresh collection, without the work that computed them
-    # and a second baseline: the raw add with its text as metadata, as scrubjay keeps it (no
-    # document, whose full-text index neither queries)
+    # the write alone: the rows scrubjay wrote (text, perishability, edges, ... as metadata)
+    # replayed into a fresh collection, without the work that computed them; and a second
+    # baseline, the raw add with its text as metadata as scrubjay keeps it (no document)
     col, as_meta, replay = (raw_client.get_or_create_collection(
         f"{name}-{role}", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
         for role in ("raw", "raw-text-as-meta", "replay"))
