@@ -36,6 +36,7 @@ __all__ = [
     "edge_weight_from_similarity",
     "edge_weights",
     "edge_weights_from_similarity",
+    "strongest_columns",
     "temporal_horizon_s",
 ]
 
@@ -98,6 +99,65 @@ def edge_weight_from_similarity(sim_s: NDArray[np.floating], sim_c: NDArray[np.f
     e_t *= cfg.weight_temporal
     e += e_t
     return e
+
+
+def strongest_columns(sim_s: NDArray[np.float32], sim_c: NDArray[np.float32] | None,
+                      t_old: NDArray[np.float32], t_new: NDArray[np.float32],
+                      by_time: NDArray[np.intp], cfg: GraphConfig,
+                      width: int) -> NDArray[np.intp]:
+    """Per row ``i``, the columns ``j`` of the ``width`` largest ``e_ij`` (Eq. 7), ``e`` as
+    :func:`edge_weight_from_similarity` computes it from ``sim_s``, ``sim_c`` and the gaps
+    ``|t_old[j] - t_new[i]|``; needs ``width < sim_s.shape[1]``.
+
+    The same columns as an ``argpartition`` of the whole ``(rows, N)`` matrix of ``e``, but
+    ``e`` is computed on candidates only (ties between equal weights may resolve otherwise).
+    With positive thresholds, a column whose ``e_S`` and ``e_C`` are both 0 weighs
+    ``w_T e_T`` alone, and the ``width`` columns nearest in time weigh at least as much; so
+    the candidates are the columns where ``cos >= theta`` and the ``width`` nearest in time on
+    either side (``by_time``: the stable argsort of ``t_old``). When the thresholds are not
+    positive, or too many columns pass them, ``e`` is computed over every column.
+    """
+    rows, n = sim_s.shape
+    use_s = cfg.weight_semantic > 0
+    use_c = sim_c is not None and cfg.weight_contextual > 0
+    exact = (not use_s or cfg.theta_semantic > 0) and (not use_c or cfg.theta_contextual > 0)
+    if exact and (use_s or use_c):
+        hit = sim_s >= cfg.theta_semantic if use_s else None
+        if use_c:
+            assert sim_c is not None
+            hit_c = sim_c >= cfg.theta_contextual
+            hit = hit_c if hit is None else hit | hit_c
+        assert hit is not None
+        r, c = np.divmod(np.flatnonzero(hit), n)  # (2-d nonzero is several times slower)
+        counts = np.bincount(r, minlength=rows)
+        most = int(counts.max()) if len(r) else 0
+    else:
+        r = c = np.zeros(0, np.intp)
+        counts = np.zeros(rows, np.intp)
+        most = 0
+    span = min(n, 2 * width)
+    if not exact or span + most >= n // 2:  # no saving: e over every column
+        e = edge_weight_from_similarity(sim_s, sim_c, np.abs(t_old[None, :] - t_new[:, None]),
+                                        cfg)
+        return np.argpartition(-e, width - 1, axis=1)[:, :width]
+    # the time window: `span` columns around each row's insertion point, kept within range
+    pos = np.searchsorted(t_old[by_time], t_new)
+    start = np.clip(pos - width, 0, n - span)
+    cand = np.empty((rows, span + most), np.intp)
+    cand[:, :span] = by_time[start[:, None] + np.arange(span)]
+    # each row's threshold columns after its window, padded with a duplicate of its first
+    cand[:, span:] = cand[:, :1]
+    if most:
+        first = np.cumsum(counts) - counts
+        cand[r, span + np.arange(len(r)) - first[r]] = c
+    cand.sort(axis=1)
+    e = edge_weight_from_similarity(
+        np.take_along_axis(sim_s, cand, axis=1),
+        None if sim_c is None else np.take_along_axis(sim_c, cand, axis=1),
+        np.abs(t_old[cand] - t_new[:, None]), cfg)
+    e[:, 1:][cand[:, 1:] == cand[:, :-1]] = -np.inf  # a column counts once
+    top = np.argpartition(-e, width - 1, axis=1)[:, :width]
+    return np.take_along_axis(cand, top, axis=1)
 
 
 def temporal_horizon_s(cfg: GraphConfig) -> float | None:
@@ -177,25 +237,38 @@ class EpisodicGraph:
     def link_ranked(self, node: str, others: Sequence[str], weight: Sequence[float],
                     semantic: Sequence[float], contextual: Sequence[float],
                     temporal: Sequence[float],
-                    weakest: dict[str, tuple[float, str]] | None = None) -> set[str]:
+                    weakest: dict[str, tuple[float, str]] | None = None,
+                    floor: dict[str, float] | None = None) -> set[str]:
         """:meth:`link` for candidates already ranked by ``(-weight, other)`` and at least
         ``min_edge_weight`` (plain lists: the batch linking ranks them with numpy).
 
         The rule, per candidate in rank order until ``node`` has ``max_neighbors`` edges: link
         when the other end has room, or when its weakest edge ``(w, j)`` (smallest by weight,
         then id) is weaker than this one, which then replaces it. ``weakest`` caches each
-        node's weakest edge across calls; the caller owns it and must drop it as soon as the
-        graph changes other than through this method.
+        node's weakest edge across calls; ``floor`` holds, for nodes found full, a weight at
+        or below their weakest edge, so that the candidates they would refuse are passed over
+        without a look at their edges (in a batch most candidates are full nodes that refuse).
+        The caller owns both and must drop them as soon as the graph changes other than
+        through this method.
         """
         self.g.add_node(node)
         cap = self.cfg.max_neighbors
         changed = {node}
         adj = self.g._adj  # networkx's own adjacency dicts: no view objects in the hot loop
         weak = {} if weakest is None else weakest
+        low = {} if floor is None else floor  # kept only while its node is full
         mine = adj[node]
-        for k, other in enumerate(others):
+        ninf = -math.inf
+        todo: Sequence[int] = ([k for k, o in enumerate(others) if weight[k] > low.get(o, ninf)]
+                               if low else range(len(others)))
+        names: set[str] | None = None
+        at = 0
+        while at < len(todo):
+            k = todo[at]
+            at += 1
             if len(mine) >= cap:
                 break
+            other = others[k]
             theirs = adj.get(other)
             if theirs is None or other == node or other in mine:
                 continue
@@ -206,6 +279,7 @@ class EpisodicGraph:
                     cached = weak[other] = _weakest(theirs)
                 w_min, j_min = cached
                 if w_min >= w:
+                    low[other] = w_min
                     continue
                 del theirs[j_min]  # Graph.remove_edge, without its checks
                 del adj[j_min][other]
@@ -213,6 +287,13 @@ class EpisodicGraph:
                 if weak.get(j_min, (0.0, ""))[1] == other:
                     del weak[j_min]
                 changed.add(j_min)
+                # (other stays full, its weakest edge only rose: its floor holds)
+                if low.pop(j_min, None) is not None:  # j_min has room now
+                    names = set(others) if names is None else names
+                    if j_min in names:  # and may have been passed over: filter the rest again
+                        todo = [k2 for k2 in range(k + 1, len(others))
+                                if weight[k2] > low.get(others[k2], ninf)]
+                        at = 0
             data = {"weight": w, "semantic": semantic[k], "contextual": contextual[k],
                     "temporal": temporal[k]}
             mine[other] = data  # Graph.add_edge between two existing nodes

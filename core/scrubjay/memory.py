@@ -56,6 +56,7 @@ from .graph import (
     edge_weight_from_similarity,
     edge_weights,
     edge_weights_from_similarity,
+    strongest_columns,
     temporal_horizon_s,
 )
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
@@ -677,7 +678,9 @@ class ScrubJayMemory:
         what64, where64 = what.astype(np.float64), where.astype(np.float64)
         has_where = bool(np.any(where))
         changed: set[str] = set()
-        weakest: dict[str, tuple[float, str]] = {}  # valid while only link_ranked edits graph
+        # valid while only link_ranked edits graph
+        weakest: dict[str, tuple[float, str]] = {}
+        floor: dict[str, float] = {}
         for lo in range(0, len(records), _LINK_BLOCK):
             hi = min(len(records), lo + _LINK_BLOCK)
             # this block against the batch up to it, earlier items only (j < i)
@@ -711,10 +714,10 @@ class ScrubJayMemory:
             for r, m in enumerate(counts.tolist()):
                 node = records[lo + r].id
                 changed |= graph.link_ranked(node, ids[r][:m], e[r][:m], s_[r][:m], c_[r][:m],
-                                             t_[r][:m], weakest)
+                                             t_[r][:m], weakest, floor)
                 if m > head and graph.degree(node) < cfg.max_neighbors:
                     re, rs, rc, rt, rids = (a[r, head:m].tolist() for a in ranked)
-                    changed |= graph.link_ranked(node, rids, re, rs, rc, rt, weakest)
+                    changed |= graph.link_ranked(node, rids, re, rs, rc, rt, weakest, floor)
         return changed
 
     def _link_candidates(self, records: list[MemoryRecord], what: NDArray[np.float32],
@@ -744,6 +747,7 @@ class ScrubJayMemory:
         # to the batch's first; the chosen columns' components are float64, as before
         t_old32 = (view.t - t_new[0]).astype(np.float32)
         t_new32 = (t_new - t_new[0]).astype(np.float32)
+        by_time = np.argsort(t_old32, kind="stable")
         parts: list[tuple[NDArray[np.float64], ...]] = []
         id_parts: list[NDArray[np.object_]] = []
         valid_parts: list[NDArray[np.bool_]] = []
@@ -752,13 +756,12 @@ class ScrubJayMemory:
             hi = min(len(records), lo + _LINK_BLOCK)
             sim_s = what[lo:hi] @ view.what.T  # (block, N), float32
             sim_c = where[lo:hi] @ view.where.T if has_where else None
-            gap = np.abs(t_old32[None, :] - t_new32[lo:hi, None])
-            # e_ij over the block, its strongest `width` per row, their components after
-            e = edge_weight_from_similarity(sim_s, sim_c, gap, cfg)
-            if e.shape[1] > width:  # O(N) selection per row
-                cols = np.argpartition(-e, width - 1, axis=1)[:, :width]
+            # the strongest `width` by e_ij per row, then their components
+            if sim_s.shape[1] > width:
+                cols = strongest_columns(sim_s, sim_c, t_old32, t_new32[lo:hi], by_time, cfg,
+                                         width)
             else:
-                cols = np.broadcast_to(np.arange(e.shape[1]), e.shape)
+                cols = np.broadcast_to(np.arange(sim_s.shape[1]), sim_s.shape)
             parts.append(edge_weights_from_similarity(
                 np.take_along_axis(sim_s, cols, axis=1).astype(np.float64),
                 np.zeros(cols.shape) if sim_c is None
