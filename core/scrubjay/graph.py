@@ -120,8 +120,9 @@ def strongest_columns(sim_s: NDArray[np.float32], sim_c: NDArray[np.float32] | N
     rows, n = sim_s.shape
     use_s = cfg.weight_semantic > 0
     use_c = sim_c is not None and cfg.weight_contextual > 0
-    exact = (not use_s or cfg.theta_semantic > 0) and (not use_c or cfg.theta_contextual > 0)
-    if exact and (use_s or use_c):
+    # positive thresholds: the weight of a pair under both is its temporal term alone
+    narrow = (not use_s or cfg.theta_semantic > 0) and (not use_c or cfg.theta_contextual > 0)
+    if narrow and (use_s or use_c):
         hit = sim_s >= cfg.theta_semantic if use_s else None
         if use_c:
             assert sim_c is not None
@@ -136,7 +137,7 @@ def strongest_columns(sim_s: NDArray[np.float32], sim_c: NDArray[np.float32] | N
         counts = np.zeros(rows, np.intp)
         most = 0
     span = min(n, 2 * width)
-    if not exact or span + most >= n // 2:  # no saving: e over every column
+    if not narrow or span + most >= n // 2:  # no saving: e over every column
         e = edge_weight_from_similarity(sim_s, sim_c, np.abs(t_old[None, :] - t_new[:, None]),
                                         cfg)
         return np.argpartition(-e, width - 1, axis=1)[:, :width]
