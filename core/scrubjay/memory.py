@@ -894,8 +894,9 @@ class ScrubJayMemory:
                 return []
             e_q = self._embed([query], query=True)[0]
             c_q = self._embed([context], query=True)[0]
-            weights = adaptive_weights(query, float(np.linalg.norm(e_q)),
-                                       float(np.linalg.norm(c_q)),
+            # np.linalg.norm of a vector is sqrt(x . x): the same float, without its checks
+            weights = adaptive_weights(query, float(np.sqrt(e_q.dot(e_q))),
+                                       float(np.sqrt(c_q.dot(c_q))),
                                        t_q - self._newest_t if math.isfinite(self._newest_t)
                                        else 0.0, self.config.weights)
             if self._buffer is not None and not exclude_stale:
@@ -1381,10 +1382,12 @@ class ScrubJayMemory:
         n = block.n_buf
         bonus = block_bonus(block, s_prime * u)
         m = max(4 * k, 64)  # as _rank: the bonus counts for the top m by S'
-        # all of them when m >= n: their order is irrelevant, the final sort breaks ties by row
-        top = np.arange(n) if m >= n else np.argsort(-s_prime[:n], kind="stable")[:m]
-        final = s_prime[top] + d * bonus[top]
-        best = top[np.lexsort((top, -final))][:k]
+        if m >= n:  # all of them: a stable sort by final score breaks ties by row, as below
+            best = np.argsort(-(s_prime[:n] + d * bonus), kind="stable")[:k]
+        else:
+            top = np.argsort(-s_prime[:n], kind="stable")[:m]
+            final = s_prime[top] + d * bonus[top]
+            best = top[np.lexsort((top, -final))][:k]
         return self._hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
                           from_buffer=True)
 

@@ -17,8 +17,13 @@ _EPS = 1e-12
 def l2_normalize(x: NDArray[np.floating]) -> NDArray[np.float32]:
     """Row-wise L2 normalisation; an all-zero row stays zero (an empty context has no 'where')."""
     arr = np.asarray(x, dtype=np.float32)
-    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
-    return np.where(norms > _EPS, arr / np.maximum(norms, _EPS), 0.0).astype(np.float32)
+    # np.linalg.norm's own arithmetic for float rows, without its per-call checks (a query
+    # embeds one row on every search)
+    norms = np.sqrt(np.add.reduce(arr * arr, axis=-1, keepdims=True))
+    big = norms > _EPS
+    if big.all():  # the usual case: no zero row, so no selection either (the same floats)
+        return arr / norms
+    return np.where(big, arr / np.maximum(norms, _EPS), 0.0).astype(np.float32)
 
 
 def gate_vector(what: NDArray[np.floating], where: NDArray[np.floating]) -> NDArray[np.float32]:

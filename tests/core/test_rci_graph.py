@@ -50,6 +50,29 @@ def test_update_rules_hand_computed() -> None:
     assert upd.what[0] == pytest.approx(np.array([0.9, 0.1]) / math.hypot(0.9, 0.1), rel=1e-6)
 
 
+def test_l2_normalize_matches_the_linalg_reference_bit_for_bit() -> None:
+    """The fast path (no zero row) and the general one give exactly the floats of
+    ``np.where(|x| > eps, x / max(|x|, eps), 0)`` with ``np.linalg.norm``; zero and NaN rows
+    become zero rows."""
+    def reference(x: np.ndarray) -> np.ndarray:
+        arr = np.asarray(x, dtype=np.float32)
+        norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+        return np.where(norms > 1e-12, arr / np.maximum(norms, 1e-12), 0.0).astype(np.float32)
+
+    rng = np.random.default_rng(7)
+    cases = [rng.standard_normal(shape) * scale for shape in [(1, 256), (9, 384), (300, 2), (256,)]
+             for scale in (1e-4, 1.0, 1e4)]
+    with_zero = rng.standard_normal((5, 8)).astype(np.float32)
+    with_zero[1] = 0.0
+    with_zero[3, 2] = np.nan
+    cases += [with_zero, np.zeros((2, 4)), [[3.0, 4.0]]]
+    for x in cases:
+        got, want = l2_normalize(x), reference(x)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        assert got.tobytes() == want.tobytes()
+    assert not np.isnan(l2_normalize(with_zero)).any()
+
+
 finite = st.floats(-1e308, 1e308, allow_nan=False)
 
 
