@@ -19,7 +19,7 @@ def l2_normalize(x: NDArray[np.floating]) -> NDArray[np.float32]:
     arr = np.asarray(x, dtype=np.float32)
     # np.linalg.norm's own arithmetic for float rows, without its per-call checks (a query
     # embeds one row on every search)
-    norms = np.sqrt(np.add.reduce(arr * arr, axis=-1, keepdims=True))
+    norms: NDArray[np.float32] = np.sqrt(np.add.reduce(arr * arr, axis=-1, keepdims=True))
     big = norms > _EPS
     if big.all():  # the usual case: no zero row, so no selection either (the same floats)
         return arr / norms
