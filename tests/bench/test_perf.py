@@ -36,5 +36,27 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
         assert math.isfinite(res["ingest"][name]["overhead_vs_text_as_meta"])
         assert math.isfinite(res["ingest"]["server"][name]["overhead"])
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
+    texts = res["ingest"]["texts"]  # memory-like sentences, not the corpus's placeholders
+    assert texts["share_at_or_above_theta_s"] < 0.01 and texts["mean_chars"] > 40
     assert res["memory"]["n"] == max(int(n) for n in res["search"]["by_n"])
     assert res["memory"]["disk_bytes_per_memory"] > 0
+
+
+def test_ingest_texts_are_distinct_memory_like_sentences_with_a_realistic_spread() -> None:
+    """The ingest section's texts: distinct, the same on every run, as long as the shipped
+    statements, and under the bundled model almost never as similar as theta_S, where the
+    placeholders "memory {i} topic {c}" put half of all pairs above it (every new memory then
+    had thousands of semantic edge candidates, a graph no real store has)."""
+    from scrubjay.bench.perf import Corpus, ingest_texts, text_similarity
+
+    texts = ingest_texts(5_000)
+    assert len(set(texts)) == 5_000 and texts == ingest_texts(5_000)
+    assert ingest_texts(5_000, seed=1) != texts
+    real = text_similarity(texts, 0.75, sample=1_000)
+    placeholders = text_similarity(Corpus(1_000).texts, 0.75, sample=1_000)
+    assert 45 < real["mean_chars"] < 80
+    assert real["share_at_or_above_theta_s"] < 0.001
+    assert placeholders["share_at_or_above_theta_s"] > 0.3
+    assert real["cos_median"] < 0.2
+    with pytest.raises(ValueError):
+        ingest_texts(2_030 * 2_030 + 1)

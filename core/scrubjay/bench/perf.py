@@ -3,7 +3,8 @@
 Every figure is a count or a ratio against a baseline timed in the same process, because the
 machine is noisy. Vectors are precomputed and clustered (256-d, a few hundred unit centres plus
 noise, normalised), fed through a dict-lookup embedder so that embedding costs a lookup; texts
-are ``"memory {i} topic {c}"``.
+are ``"memory {i} topic {c}"``, except in ``ingest``, where the estimator reads each text and
+the bundled model embeds it: there they are memory-like sentences (:func:`ingest_texts`).
 
 Sections (each a key of the JSON):
 
@@ -88,6 +89,57 @@ class Corpus:
 
     def items(self, lo: int, hi: int) -> list[dict[str, Any]]:
         return [{"text": self.texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(lo, hi)]
+
+
+def ingest_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` distinct memory-like sentences for the ingest section: the first half (by words)
+    of one shipped perishability statement joined to the second half of another, ``n`` of the
+    2,030 x 2,030 pairs drawn without replacement.
+
+    The estimator reads every text and the bundled model embeds it, so both costs depend on
+    what the texts are like: these have the statements' length (about 62 characters) and
+    words, and, under the bundled model, a spread of similarities like real memories' (a
+    median cosine near 0.03, about 3 pairs in 100,000 at theta_S = 0.75 or more), where the
+    corpus's ``"memory {i} topic {c}"`` put half of all pairs above theta_S and so gave every
+    new memory thousands of semantic edge candidates (:func:`text_similarity`).
+    """
+    from ..estimator import load_statements
+
+    heads, tails = [], []
+    for row in load_statements():
+        words = row["text"].split()
+        heads.append(" ".join(words[:len(words) // 2]))
+        tails.append(" ".join(words[len(words) // 2:]))
+    m = len(heads)
+    if n > m * m:
+        raise ValueError(f"at most {m * m} ingest texts, got n = {n}")
+    pick = np.random.default_rng(seed).choice(m * m, n, replace=False)
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, p in enumerate(pick.tolist()):
+        text = f"{heads[p // m]} {tails[p % m]}"
+        if text in seen:  # two pairs can join to the same string (statements share words)
+            text = f"{text} ({i})"
+        seen.add(text)
+        out.append(text)
+    return out
+
+
+def text_similarity(texts: list[str], theta: float, sample: int = 2_000,
+                    seed: int = 0) -> dict[str, float]:
+    """The bundled model's pairwise cosines over a sample of ``texts``: median, 99th
+    percentile and the share of pairs at ``theta`` or more."""
+    from scrubjay.embedding import WordLlamaEmbedder
+
+    rng = np.random.default_rng(seed)
+    part = [texts[i] for i in sorted(rng.choice(len(texts), min(sample, len(texts)),
+                                                replace=False).tolist())]
+    v = np.asarray(WordLlamaEmbedder().embed(part), np.float64)
+    cos = (v @ v.T)[np.triu_indices(len(part), 1)]
+    return {"sample": len(part), "cos_median": float(np.median(cos)),
+            "cos_p99": float(np.quantile(cos, 0.99)),
+            "share_at_or_above_theta_s": float(np.mean(cos >= theta)), "theta_s": theta,
+            "mean_chars": float(np.mean([len(t) for t in texts]))}
 
 
 def _unit(x: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -344,11 +396,15 @@ def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
     import chromadb
     from chromadb.config import Settings
 
+    from scrubjay.config import GraphConfig
+
     out: dict[str, Any] = {"n": n, "batch": batch}
-    texts = [f"{t} about item {i % 97}" for i, t in enumerate(corpus.texts[:n])]
-    for text in texts:
-        corpus.lut.setdefault(text, corpus.lut[text.split(" about")[0]])
+    texts = ingest_texts(n)
+    # the synthetic embedder looks each text up: memory i gets the corpus's vector i
+    corpus.lut.update(zip(texts, corpus.vectors[:n], strict=True))
     items = [{"text": texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(n)]
+    out["texts"] = {"kind": "recombined perishability statements (ingest_texts)",
+                    **text_similarity(texts, GraphConfig().theta_semantic)}
     # the bundled model loads once per process (the estimator's too): not a per-memory cost
     from scrubjay.embedding import WordLlamaEmbedder
     WordLlamaEmbedder().embed(["warm up"])
