@@ -35,7 +35,7 @@ results = f"""## Results (output of the command above, on the final code)
 
 """ + (f"""The ingest texts (`ingest_texts`): {ing['texts']['mean_chars']:.0f} characters on average; under the bundled model, over a sample of {ing['texts']['sample']:,}, a median cosine of {ing['texts']['cos_median']:.2f}, a 99th percentile of {ing['texts']['cos_p99']:.2f}, and {100 * ing['texts']['share_at_or_above_theta_s']:.4f}% of pairs at theta_S = {ing['texts']['theta_s']:.2f} or more.
 
-""" if "texts" in ing else "") + f"""RCI:
+""" if "texts" in ing else "") + """RCI:
 
 | affected | LLM calls | latency ms |
 |---|---|---|
