@@ -127,8 +127,8 @@ def ingest_texts(n: int, seed: int = 0) -> list[str]:
 
 def text_similarity(texts: list[str], theta: float, sample: int = 2_000,
                     seed: int = 0) -> dict[str, float]:
-    """The bundled model's pairwise cosines over a sample of ``texts``: median, 99th
-    percentile and the share of pairs at ``theta`` or more."""
+    """The bundled model's pairwise cosines over a sample of ``texts`` (median, 99th
+    percentile, the share of pairs at ``theta`` or more) and the mean length of all of them."""
     from scrubjay.embedding import WordLlamaEmbedder
 
     rng = np.random.default_rng(seed)
