@@ -65,6 +65,7 @@ from .errors import EmbedderMismatchError, StoreError, StoreLockedError
 __all__ = [
     "INDEX_DRIFT_MAX_RAD",
     "SCHEMA_VERSION",
+    "SYNC_THRESHOLD",
     "ChromaStore",
     "StoredRow",
     "distance_to_similarity",
@@ -85,6 +86,18 @@ _WRITE_BATCH = 1_000
 #: Records per metadata update (chosen: one request per 5,000 records took half the time of
 #: five of 1,000 in the RCI benchmark; an embedded Chroma 1.5 accepts at most 5,461 per call).
 _UPDATE_BATCH = 5_000
+#: The vector index's ``sync_threshold`` (Chroma's default: 1,000). Chroma persists its
+#: index every that many log records (metadata updates count too); until then each write is
+#: handed the records logged since the last persist again (and skips them), so a write costs
+#: more the longer the wait; a persist costs more the larger the store (it rewrites the
+#: index's id map). One
+#: ``add`` is a one-row add and an update of its new neighbours, each paying that wait.
+#: Measured (docs/performance.md, item 20): one ``add`` after a 10,000-memory bulk load, p50
+#: 53-59 ms with 1,000 and 29-41 ms with 250; a one-row add and an 8-row update at 100,000
+#: rows 39.7 against 27.0 ms on average. Bulk adds persist once per call either way. A cost
+#: model fitted to those runs puts the point where 1,000 would be cheaper again near 650,000
+#: memories (estimated, not run).
+SYNC_THRESHOLD = 250
 #: Ids per read by id (chosen: SQLite, under both the embedded and the server Chroma, refuses
 #: a statement with more than 32,766 variables: "too many SQL variables" for 40,000 ids).
 _READ_BATCH = 10_000
@@ -263,6 +276,20 @@ def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _set_sync_threshold(col: Any) -> None:
+    """Give a collection made before :data:`SYNC_THRESHOLD` (``get_or_create_collection``
+    keeps an existing collection's configuration) that threshold. Chroma reads it when it
+    loads the index, so it applies from this process's first read or write of the collection
+    (a server's already loaded index: from the server's next load). Best effort: a Chroma that
+    reports no such setting, or refuses the change, keeps its own."""
+    try:
+        current = (col.configuration_json or {}).get("hnsw", {}).get("sync_threshold")
+        if isinstance(current, int) and current != SYNC_THRESHOLD:
+            col.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
+    except Exception as exc:  # noqa: BLE001 - an optimisation: never a reason to fail an open
+        logger.debug("could not set the sync_threshold of %s: %s", col.name, exc)
+
+
 class ChromaStore:
     """The two Chroma collections of one namespace."""
 
@@ -279,15 +306,18 @@ class ChromaStore:
         #: else wrote it, or a write of ours failed half-way) since tracking began.
         self.diverged = False
         try:
+            hnsw = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
             self.what = client.get_or_create_collection(
                 f"{prefix}{namespace}_what", embedding_function=None,
-                configuration={"hnsw": {"space": "cosine"}})
+                configuration={"hnsw": hnsw})
             self.where = client.get_or_create_collection(
                 f"{prefix}{namespace}_where", embedding_function=None,
-                configuration={"hnsw": {"space": "cosine"}})
+                configuration={"hnsw": hnsw})
         except Exception as exc:
             self.close()
             raise _wrap(f"open the collections of namespace {namespace!r}", exc) from exc
+        for col in (self.what, self.where):
+            _set_sync_threshold(col)
 
     @classmethod
     def open_path(cls, path: str | os.PathLike[str], namespace: str) -> ChromaStore:

@@ -36,6 +36,11 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
         assert math.isfinite(res["ingest"][name]["overhead_vs_text_as_meta"])
         assert math.isfinite(res["ingest"]["server"][name]["overhead"])
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
+    for mode_rows in (res["ingest"], res["ingest"]["server"]):  # one add at a time
+        for name in ("synthetic", "bundled"):
+            one = mode_rows[name]["single"]
+            assert one["sj"]["p50_ms"] > 0 and one["embed_plus_chroma_add"]["p50_ms"] > 0
+    assert res["ingest"]["single"] == 20
     texts = res["ingest"]["texts"]  # memory-like sentences, not the corpus's placeholders
     assert texts["share_at_or_above_theta_s"] < 0.01 and texts["mean_chars"] > 40
     assert res["memory"]["n"] == max(int(n) for n in res["search"]["by_n"])

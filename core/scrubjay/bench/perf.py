@@ -16,7 +16,8 @@ Sections (each a key of the JSON):
 * ``ingest``: memories/s of ``add_many`` (synthetic vectors and the bundled embedder) against
   embedding plus a raw Chroma add of the same records; embedded and/or server mode. The
   floor: the rows scrubjay wrote, replayed into a fresh collection (the cost of its metadata
-  in Chroma, without computing it).
+  in Chroma, without computing it). Then ``single`` memories added one ``add`` at a time (an
+  agent's turn) against a raw one-row add.
 * ``rci``: ``integrate`` latency against the number of affected memories, LLM calls per event,
   and the 10k case against one raw Chroma metadata update of 10k records.
 * ``buffer``: hit rate and latency of buffered searches on a task-focused query stream.
@@ -82,6 +83,12 @@ class Corpus:
             self.lut[text] = v
             out.append(text)
         return out
+
+    def near_centres(self, count: int) -> NDArray[np.float32]:
+        """``count`` fresh vectors, each near a random centre, like the corpus's own."""
+        c = self.rng.integers(0, CENTRES, count)
+        return _unit(self.centres[c]
+                     + NOISE * self.rng.standard_normal((count, DIM)).astype(np.float32))
 
     def embed(self, texts: list[str]) -> NDArray[np.float32]:
         zero = self.lut[""]
@@ -389,20 +396,23 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
 
 # ---------------------------------------------------------------------------- ingest
 def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
-               modes: list[str] | None = None) -> dict[str, Any]:
+               modes: list[str] | None = None, single: int = 200) -> dict[str, Any]:
     """``add_many`` against embedding plus a raw Chroma add of the same records, per embedder
     (synthetic lookups, the bundled model) and mode; embedded figures at the top level,
-    server ones under ``"server"``."""
+    server ones under ``"server"``. Then ``single`` memories added one at a time (an agent's
+    turn) against a raw add of one row."""
     import chromadb
     from chromadb.config import Settings
 
     from scrubjay.config import GraphConfig
 
-    out: dict[str, Any] = {"n": n, "batch": batch}
-    texts = ingest_texts(n)
-    # the synthetic embedder looks each text up: memory i gets the corpus's vector i
-    corpus.lut.update(zip(texts, corpus.vectors[:n], strict=True))
-    items = [{"text": texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(n)]
+    out: dict[str, Any] = {"n": n, "batch": batch, "single": single}
+    texts = ingest_texts(n + single)
+    # the synthetic embedder looks each text up: memory i gets the corpus's vector i (the
+    # one-at-a-time adds after the bulk load: fresh points near random centres)
+    corpus.lut.update(zip(texts[:n], corpus.vectors[:n], strict=True))
+    corpus.lut.update(zip(texts[n:], corpus.near_centres(single), strict=True))
+    items = [{"text": texts[i], "at": T0 + i, "id": f"m{i}"} for i in range(n + single)]
     out["texts"] = {"kind": "recombined perishability statements (ingest_texts)",
                     **text_similarity(texts, GraphConfig().theta_semantic)}
     # the bundled model loads once per process (the estimator's too): not a per-memory cost
@@ -418,7 +428,7 @@ def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
                 raw_client = client or chromadb.PersistentClient(
                     path=str(work / f"ingest-raw-{name}"),
                     settings=Settings(anonymized_telemetry=False))
-                got = _ingest_one(corpus, name, raw_client, items, batch, client,
+                got = _ingest_one(corpus, name, raw_client, items, n, batch, client,
                                   work / f"ingest-sj-{name}")
                 (out if mode == "embedded" else out.setdefault("server", {}))[name] = got
                 _tick(bar, f"ingest {name} ({mode})")
@@ -427,9 +437,10 @@ def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
 
 
 def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str, Any]],
-                batch: int, client: Any, path: Path) -> dict[str, float]:
-    """One embedder in one mode: raw adds and ``add_many`` alternate batch by batch, so that
-    both see the same machine load."""
+                n: int, batch: int, client: Any, path: Path) -> dict[str, Any]:
+    """One embedder in one mode: raw adds and ``add_many`` alternate batch by batch over the
+    first ``n`` items, so that both see the same machine load; then the rest one at a time,
+    ``add`` and a raw one-row add alternating call by call."""
     from scrubjay import ScrubJayConfig, ScrubJayMemory
     from scrubjay.config import LLMConfig
     from scrubjay.embedding import WordLlamaEmbedder
@@ -454,9 +465,11 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
         f"{name}-{role}", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
         for role in ("raw", "raw-text-as-meta", "replay"))
     raw_s = meta_s = sj_s = replay_s = raw_cpu_s = 0.0
+    one_sj: list[float] = []
+    one_raw: list[float] = []
     try:
-        for lo in range(0, len(items), batch):
-            part = items[lo:lo + batch]
+        for lo in range(0, n, batch):
+            part = items[lo:min(n, lo + batch)]
             t, cpu = time.perf_counter(), _cpu_s()
             vec = np.asarray(embed([p["text"] for p in part]), dtype=np.float32)
             col.add(ids=[p["id"] for p in part], embeddings=vec,
@@ -479,13 +492,29 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             replay.upsert(ids=rows["ids"], embeddings=rows["embeddings"],
                           metadatas=rows["metadatas"], **kw)
             replay_s += time.perf_counter() - t
+        for p in items[n:]:
+            t = time.perf_counter()
+            vec = np.asarray(embed([p["text"]]), dtype=np.float32)
+            col.add(ids=[p["id"]], embeddings=vec, documents=[p["text"]],
+                    metadatas=[{"t": p["at"]}])
+            one_raw.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            mem.add(p["text"], at=p["at"])
+            one_sj.append(time.perf_counter() - t)
     finally:
         mem.close()
-    return {"sj_per_s": len(items) / sj_s, "embed_plus_chroma_add_per_s": len(items) / raw_s,
+    single: dict[str, Any] = {}
+    if one_sj:
+        single = {"sj": {**_pct(one_sj), "mean_ms": 1e3 * float(np.mean(one_sj))},
+                  "embed_plus_chroma_add": {**_pct(one_raw),
+                                            "mean_ms": 1e3 * float(np.mean(one_raw))},
+                  "ratio_p50": float(np.median(one_sj) / np.median(one_raw))}
+    return {"single": single,
+            "sj_per_s": n / sj_s, "embed_plus_chroma_add_per_s": n / raw_s,
             "overhead": sj_s / raw_s - 1.0,
-            "embed_plus_chroma_add_text_as_meta_per_s": len(items) / meta_s,
+            "embed_plus_chroma_add_text_as_meta_per_s": n / meta_s,
             "overhead_vs_text_as_meta": sj_s / meta_s - 1.0,
-            "same_rows_write_per_s": len(items) / replay_s,
+            "same_rows_write_per_s": n / replay_s,
             "same_rows_write_overhead": replay_s / raw_s - 1.0,
             # CPU seconds of this process (Chroma's threads included) per second of raw add
             "raw_add_cores_busy": raw_cpu_s / raw_s}
@@ -652,7 +681,8 @@ def run_memory(n: int, work: Path, bar: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- driver
 def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: bool = True,
              queries: int = 100, baseline_queries: int = 20, batch: int = 2_000,
-             rci_counts: list[int] | None = None, ingest_n: int | None = None) -> dict[str, Any]:
+             rci_counts: list[int] | None = None, ingest_n: int | None = None,
+             single_adds: int = 200) -> dict[str, Any]:
     """Run every section; returns the JSON-able result (``write_perf`` writes it)."""
     import logging
 
@@ -678,7 +708,7 @@ def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: boo
             result["buffer"] = run_buffer(corpus, top, work, queries=queries, bar=bar)
             result["memory"] = run_memory(top, work, bar)
             result["ingest"] = run_ingest(corpus, ingest_n, work, batch=batch, bar=bar,
-                                          modes=modes)
+                                          modes=modes, single=single_adds)
             result["rci"] = run_rci(work, counts=rci_counts, bar=bar)
             result["wall_s"] = time.perf_counter() - t0
     finally:
@@ -719,6 +749,20 @@ def _table(res: dict[str, Any]) -> str:
                              f"{100 * r['same_rows_write_overhead']:+.0f}% | "
                              f"{r['embed_plus_chroma_add_text_as_meta_per_s']:.0f} | "
                              f"{100 * r['overhead_vs_text_as_meta']:.0f}% |")
+    singles = [(mode, name, rows[name]["single"])
+               for mode, rows in (("embedded", ing), ("server", ing.get("server", {})))
+               for name in ("synthetic", "bundled") if rows.get(name, {}).get("single")]
+    if singles:
+        lines += ["", (f"One memory at a time after the bulk load ({ing['single']:,} `add` calls, "
+                       "each after a raw one-row add):"), "",
+                  ("| mode | embedder | sj `add` p50 / p95 / mean ms | embed + Chroma add of one "
+                   "row p50 / mean ms | p50 ratio |"),
+                  "|---|---|---|---|---|"]
+        for mode, name, r in singles:
+            sj, raw = r["sj"], r["embed_plus_chroma_add"]
+            lines.append(f"| {mode} | {name} | {sj['p50_ms']:.1f} / {sj['p95_ms']:.1f} / "
+                         f"{sj['mean_ms']:.1f} | {raw['p50_ms']:.1f} / {raw['mean_ms']:.1f} | "
+                         f"{r['ratio_p50']:.2f}x |")
     if "synthetic" in ing:
         busy = ing["synthetic"]["raw_add_cores_busy"]
         lines += ["", (f"The embedded raw Chroma add kept {busy:.2f} of {res['nproc']} cores "
@@ -807,7 +851,7 @@ def cmd_perf(args: argparse.Namespace, out: TextIO) -> int:
     if args.quick:
         sizes = list(QUICK_SIZES)
         kw = {"queries": 10, "baseline_queries": 3, "batch": 250,
-              "rci_counts": [1, 10, 100], "ingest_n": 300}
+              "rci_counts": [1, 10, 100], "ingest_n": 300, "single_adds": 20}
     else:
         kw = {"queries": args.queries}
     res = run_perf(sizes=sizes, modes=modes, out_dir=Path(args.out),
