@@ -90,8 +90,8 @@ _UPDATE_BATCH = 5_000
 #: index every that many log records (metadata updates count too); until then each write is
 #: handed the records logged since the last persist again (and skips them), so a write costs
 #: more the longer the wait; a persist costs more the larger the store (it rewrites the
-#: index's id map). One
-#: ``add`` is a one-row add and an update of its new neighbours, each paying that wait.
+#: index's id map). One ``add`` is a one-row add and an update of its new neighbours, each
+#: paying that wait.
 #: Measured (docs/performance.md, item 20): one ``add`` after a 10,000-memory bulk load, p50
 #: 53-59 ms with 1,000 and 29-41 ms with 250; a one-row add and an 8-row update at 100,000
 #: rows 39.7 against 27.0 ms on average. Bulk adds persist once per call either way. A cost
