@@ -11,6 +11,7 @@ vector without calling the model (an empty context has no 'where').
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -116,6 +117,57 @@ def _root_logging_kept() -> Iterator[None]:
 
 _WORDLLAMA_LOCK = threading.Lock()
 _WORDLLAMA_MODELS: dict[int, Any] = {}
+#: Per dimension: the model's tokenizer without padding, and its token table (float32), or
+#: None when the model does not have the parts :func:`_mean_of_tokens` needs.
+_WORDLLAMA_PARTS: dict[int, tuple[Any, NDArray[np.float32]] | None] = {}
+#: Texts per tokenizer call, and token rows gathered at once (16 MiB at 256-d).
+_ENCODE_CHUNK = 4096
+_GATHER_TOKENS = 1 << 14
+
+
+def _wordllama_parts(model: Any) -> tuple[Any, NDArray[np.float32]] | None:
+    """``(tokenizer without padding, token table)`` of a ``WordLlamaInference``, or None."""
+    table = getattr(model, "embedding", None)
+    tokenizer = getattr(model, "tokenizer", None)
+    if (getattr(model, "binary", True) or not isinstance(table, np.ndarray)
+            or table.ndim != 2 or table.dtype != np.float32
+            or not callable(getattr(tokenizer, "encode_batch", None))):
+        return None
+    try:
+        tokenizer = type(tokenizer).from_str(tokenizer.to_str())
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+    except Exception:  # noqa: BLE001  # pragma: no cover - another tokenizer type: use embed()
+        return None
+    return tokenizer, table
+
+
+def _mean_of_tokens(table: NDArray[np.float32], ids: Sequence[Sequence[int]],
+                    out: NDArray[np.float32]) -> None:
+    """``out[i]`` = the mean of ``table``'s rows ``ids[i]`` (zero when empty), the floats
+    ``WordLlamaInference.embed(norm=False)`` computes.
+
+    wordllama pads each batch of 64 texts to its longest and sums ``(64, L, d)`` token rows
+    under a mask; here the texts are grouped by token count, so that each group is one
+    ``(k, count, d)`` gather summed over its middle axis, in the same order (adding a padded
+    zero changes no float), about 4x faster for a batch of sentences.
+    """
+    n = np.fromiter(map(len, ids), np.intp, len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), np.intp, int(n.sum()))
+    np.clip(flat, 0, len(table) - 1, out=flat)  # as wordllama does
+    start = np.cumsum(n) - n
+    order = np.argsort(n, kind="stable")
+    for group in np.split(order, np.flatnonzero(np.diff(n[order])) + 1):
+        count = int(n[group[0]])
+        if count == 0:
+            out[group] = 0.0
+            continue
+        step = max(1, _GATHER_TOKENS // count)
+        for lo in range(0, len(group), step):
+            rows = group[lo:lo + step]
+            tokens = flat[(start[rows, None] + np.arange(count)).ravel()]
+            out[rows] = (table[tokens].reshape(len(rows), count, -1).sum(axis=1)
+                         / np.float32(count))
 
 
 class WordLlamaEmbedder(_BaseEmbedder):
@@ -149,7 +201,19 @@ class WordLlamaEmbedder(_BaseEmbedder):
             return model
 
     def _raw(self, texts: list[str], query: bool) -> Any:
-        return self._model().embed(texts, norm=False)
+        model = self._model()
+        with _WORDLLAMA_LOCK:
+            if self.dim not in _WORDLLAMA_PARTS:
+                _WORDLLAMA_PARTS[self.dim] = _wordllama_parts(model)
+            parts = _WORDLLAMA_PARTS[self.dim]
+        if parts is None:  # pragma: no cover - a wordllama without the parts used below
+            return model.embed(texts, norm=False)
+        tokenizer, table = parts
+        out = np.empty((len(texts), table.shape[1]), np.float32)
+        for lo in range(0, len(texts), _ENCODE_CHUNK):
+            chunk = tokenizer.encode_batch(texts[lo:lo + _ENCODE_CHUNK], add_special_tokens=False)
+            _mean_of_tokens(table, [enc.ids for enc in chunk], out[lo:lo + len(chunk)])
+        return out
 
 
 class LangChainEmbedder(_BaseEmbedder):

@@ -124,3 +124,25 @@ def test_each_distinct_text_reaches_the_model_once(clock) -> None:
     contexts = [t for call in seen for t in call if t == "the weekly standup"]
     assert contexts == ["the weekly standup"]
     mem.close()
+
+
+def test_bundled_model_gives_wordllamas_own_vectors_without_its_padded_batches(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled embedder pools the token rows itself (grouped by token count, item 21 of
+    docs/performance.md) instead of calling ``WordLlamaInference.embed``: the same floats,
+    for sentences, non-ASCII text, punctuation only, and texts longer than one gather."""
+    from scrubjay import embedding
+
+    emb = WordLlamaEmbedder()
+    model = emb._model()
+    texts = ["the boiler pressure is fine", "I'm parked outside gate B for ten minutes",
+             "héllo wörld ☃ 🎉", "...", "a", "\u212a kelvin", "word " * 20_000,
+             "my sister is a nurse in Leeds", "the boiler pressure is fine today"] * 3
+    want = model.embed(texts, norm=False)
+    monkeypatch.setattr(type(model), "embed", lambda *a, **k: pytest.fail("padded path used"))
+    monkeypatch.setattr(embedding, "_ENCODE_CHUNK", 4)  # several tokenizer calls
+    got = emb._raw(texts, False)
+    np.testing.assert_array_equal(got, want)
+    out = emb.embed(texts)
+    assert out.shape == (len(texts), 256)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
