@@ -108,8 +108,65 @@ def test_cue_counts_match_the_case_insensitive_patterns_on_any_text() -> None:
     texts = [s["text"] for s in load_statements()[:400]] + [
         "I'M RIGHT NOW At The Office, currently WAITING", "Born in 1990 and ALLERGIC to nuts",
         "", "every DAY every day every Day", "Kelvin \u212a and 10 MINS", "straße: 5 seconds",
-        "\u0130stanbul next WEEK", "PLEASE hold on", "At 10:30 AM tomorrow"]
+        "\u0130stanbul next WEEK", "PLEASE hold on", "At 10:30 AM tomorrow",
+        # the batch is scanned joined: no match may span two texts or miss a text's start
+        "the build is", "going well", "she is", "", "waiting", "we are", " at home",
+        "please", "keep it", "i am\x00 going", "run it\x00please check", "do not\x00run"]
     expected = np.array([[min(2, len(rx.findall(t))) for rx in _CUE_RX] for t in texts])
     got = _cues(texts)
     assert got.shape == expected.shape and np.array_equal(got, expected)
     assert got.sum() > len(texts)  # the cues do fire
+    for n in (1, 2, 7):  # any batch size, and each text alone
+        assert np.array_equal(np.vstack([_cues(texts[i:i + n])
+                                         for i in range(0, len(texts), n)]), expected)
+
+
+def test_estimates_do_not_depend_on_the_batch_or_its_chunks(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """The estimator's batch paths (the joined cue scan, the grouped embedding pooling, one
+    n-gram hashing pass) give each text the estimate it gets alone, whatever the chunk size
+    and with the bundled rows reused or embedded again."""
+    from scrubjay import perishability
+    from scrubjay.config import ClassifierConfig
+    from scrubjay.embedding import WordLlamaEmbedder
+    from scrubjay.perishability import Classifier
+
+    rows = load_statements("test")[:60]
+    texts = [r["text"] for r in rows] + ["", "PLEASE keep the door shut", "I am", "going home"]
+    contexts = [r["context"] for r in rows] + ["", "at home", "", "at the office"]
+    emb = WordLlamaEmbedder()
+    what, where = emb.embed(texts), emb.embed(contexts)
+    clf = Classifier(ClassifierConfig())
+    alone = [clf.classify_many([t], [c], what[i:i + 1], where[i:i + 1])[0]
+             for i, (t, c) in enumerate(zip(texts, contexts, strict=True))]
+    for chunk in (3, 2048):
+        monkeypatch.setattr(perishability, "ESTIMATE_CHUNK", chunk)
+        for by in (None, emb.name):
+            got = clf.classify_many(texts, contexts, what, where, vectors_by=by)
+            for a, b in zip(got, alone, strict=True):
+                assert (a.label, a.source) == (b.label, b.source)
+                assert a.tau_s == pytest.approx(b.tau_s, rel=1e-9)
+                assert a.pi == b.pi
+    assert len({p.label for p in alone}) >= 3
+
+
+def test_batch_ngram_columns_are_each_texts_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_bow_rows`` hashes a batch's n-grams through one cache and dedups them with numpy:
+    per text, the distinct ascending columns of ``_bow_columns`` (repeated words, empty and
+    non-ASCII texts, a cache cleared as it fills)."""
+    from scrubjay import estimator
+
+    texts = [s["text"] for s in load_statements()[:300]] + [
+        "", "the the the the", "It's 5 o'clock, it's LATE", "straße \u212a ünïcode", "?!",
+        "a b a b a b"]
+    want = [estimator._bow_columns(t, 4096) for t in texts]
+    for cap in (estimator._COLUMNS_MAX, 50):
+        monkeypatch.setattr(estimator, "_COLUMNS_MAX", cap)
+        estimator._COLUMNS.clear()
+        sizes, flat = estimator._bow_rows(texts, 4096)
+        got = np.split(flat, np.cumsum(sizes)[:-1])
+        assert [g.tolist() for g in got] == want
+    assert len(estimator._COLUMNS[4096]) <= 50
+    sizes, flat = estimator._bow_rows(texts, 64)  # another width: its own cache
+    assert [g.tolist() for g in np.split(flat, np.cumsum(sizes)[:-1])] == \
+        [estimator._bow_columns(t, 64) for t in texts]
