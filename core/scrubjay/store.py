@@ -46,6 +46,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -103,6 +104,10 @@ SYNC_THRESHOLD = 250
 _READ_BATCH = 10_000
 #: The most memories one read by time returns (server mode's temporal link candidates).
 TIME_READ_MAX = 5_000
+#: Server mode's first read by time spans this share of the temporal horizon on each side of
+#: a new memory, then widens as needed (:meth:`ChromaStore.nearest_in_time`; chosen: 5.7 h /
+#: 256 is 80 s, which holds the 32 nearest on a side at one memory every 2.5 s or denser).
+TIME_FIRST_SHARE = 256.0
 #: Metadata key of a memory's text (schema 3; before, Chroma's document).
 _TEXT_KEY = "sj_text"
 #: Metadata key of a memory's latest RCI update (see the module docstring).
@@ -239,6 +244,30 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
 _TRANSIENT = ("Nothing found on disk", "Error finding id")
 
 
+def _stretches(lo: NDArray[np.float64], hi: NDArray[np.float64],
+               order: Sequence[int]) -> list[list[int]]:
+    """``order`` (indices of ranges ``[lo, hi]``, ascending by their centres) cut where
+    consecutive ranges stop overlapping."""
+    out: list[list[int]] = []
+    end = -math.inf
+    for i in order:
+        if out and lo[i] <= end:
+            out[-1].append(i)
+            end = max(end, float(hi[i]))
+        else:
+            out.append([i])
+            end = float(hi[i])
+    return out
+
+
+def _nearest(ids: Sequence[str], t_sorted: NDArray[np.float64], at: int, t_i: float, n: int,
+             horizon_s: float) -> list[str]:
+    """The ``n`` ids before position ``at`` of ``t_sorted`` and the ``n`` from it, those
+    within ``horizon_s`` of ``t_i``."""
+    a, b = max(0, at - n), min(len(ids), at + n)
+    return [ids[j] for j in range(a, b) if abs(t_sorted[j] - t_i) <= horizon_s]
+
+
 def _retry(call: Any, *args: Any, **kwargs: Any) -> Any:
     """``call(*args, **kwargs)``, retried on a transient Chroma server error (5 retries)."""
     delay = 0.05
@@ -305,6 +334,9 @@ class ChromaStore:
         #: Whether the namespace may differ from what this object's writes made of it (someone
         #: else wrote it, or a write of ours failed half-way) since tracking began.
         self.diverged = False
+        #: Per (horizon, n): the width of the read by time that answered the last
+        #: :meth:`nearest_in_time` call, where the next one starts.
+        self._time_width: dict[tuple[float, int], float] = {}
         try:
             hnsw = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
             self.what = client.get_or_create_collection(
@@ -771,43 +803,100 @@ class ChromaStore:
         before it and the ``n`` nearest after it, within ``horizon_s`` (server mode's temporal
         link candidates).
 
-        Overlapping windows ``[t - horizon_s, t + horizon_s]`` are merged into stretches, and
-        each stretch is one read. A stretch holding more than :data:`TIME_READ_MAX` memories
-        is read only that far, and which of them Chroma returns is its choice (it has no
-        ordering by metadata): the nearest are then taken from that subset.
+        Chroma cannot order a read by metadata, so memories are read by time range, and the
+        ranges start narrow: ``horizon_s / TIME_FIRST_SHARE`` on each side of each time (after
+        a first call, the width that would hold ``2n`` memories a side at the density that call
+        read), overlapping ranges merged into stretches, one read per stretch. An item is
+        answered once each of its sides is known complete: ``n`` memories were read on that
+        side (every memory in the range is read, so the nearest are among them), or the range
+        reaches the horizon there, or, when the read found no memory on that side of the
+        stretch, a probe (one id, no data) finds none between the range and the horizon either
+        (the later side of the newest memory). The others are read again over a wider range,
+        sized from the density just read, up to the horizon. A store dense in time (a memory a
+        second puts 20,000 within the 5.7 h horizon) is so read around each time, not over its
+        whole horizon. A read holding more than :data:`TIME_READ_MAX` memories stops there,
+        and which of them Chroma returns is its choice: the nearest are then taken from that
+        subset.
         """
         out: list[list[str]] = [[] for _ in times]
         if n <= 0 or horizon_s < 0 or not len(times):
             return out
         t_new = np.asarray(times, dtype=np.float64)
-        stretches: list[tuple[float, list[int]]] = []  # (first window's start, items)
-        for i in np.argsort(t_new, kind="stable").tolist():
-            if stretches and t_new[i] - horizon_s <= t_new[stretches[-1][1][-1]] + horizon_s:
-                stretches[-1][1].append(i)  # overlaps the previous (sorted) item's window
-            else:
-                stretches.append((t_new[i] - horizon_s, [i]))
-        for lo, members in stretches:
-            hi = t_new[members[-1]] + horizon_s
-            try:
-                got = _retry(self.what.get, where={"$and": [{"sj_t": {"$gte": float(lo)}},
-                                                            {"sj_t": {"$lte": float(hi)}}]},
-                             limit=TIME_READ_MAX, include=["metadatas"])
-            except Exception as exc:
-                raise _wrap("read memories by time", exc) from exc
-            if len(got["ids"]) >= TIME_READ_MAX:
-                logger.debug("%d+ memories within %.0f s of a batch: temporal link candidates "
-                             "taken from Chroma's first %d", TIME_READ_MAX, horizon_s,
-                             TIME_READ_MAX)
-            t = np.array([float((m or {}).get("sj_t", np.nan)) for m in got["metadatas"]])
-            keep = np.flatnonzero(np.isfinite(t))
-            order = keep[np.argsort(t[keep], kind="stable")]
-            ids, t_sorted = [got["ids"][j] for j in order], t[order]
-            for i in members:
-                at = int(np.searchsorted(t_sorted, t_new[i]))
-                a, b = max(0, at - n), min(len(ids), at + n)
-                out[i] = [ids[j] for j in range(a, b)
-                          if abs(t_sorted[j] - t_new[i]) <= horizon_s]
+        start = min(horizon_s, self._time_width.get((horizon_s, n), horizon_s / TIME_FIRST_SHARE))
+        width = np.full(len(t_new), start)  # per item, on each side
+        fits: list[float] = []  # per read: the width that would hold 2n rows a side there
+        pending = np.argsort(t_new, kind="stable").tolist()
+        while pending:
+            later: list[int] = []
+            for members in _stretches(t_new - width, t_new + width, pending):
+                lo = float(min(t_new[i] - width[i] for i in members))
+                hi = float(max(t_new[i] + width[i] for i in members))
+                ids, t_sorted, capped = self._read_by_time(lo, hi)
+                fit = 2.0 * n * (hi - lo) / len(ids) if len(ids) else None
+                if fit is not None and not capped:
+                    fits.append(fit)
+                open_sides: list[tuple[int, int, bool, bool]] = []
+                for i in members:
+                    at = int(np.searchsorted(t_sorted, t_new[i]))  # read rows before t_i
+                    final = capped or width[i] >= horizon_s
+                    done_b = final or at >= n or lo <= t_new[i] - horizon_s
+                    done_a = final or len(ids) - at >= n or hi >= t_new[i] + horizon_s
+                    if done_b and done_a:
+                        out[i] = _nearest(ids, t_sorted, at, t_new[i], n, horizon_s)
+                    else:
+                        open_sides.append((i, at, done_b, done_a))
+                if not open_sides:
+                    continue
+                # a side with no memory read may have none within the horizon either (the
+                # later side of the newest memory): a probe, where a wider read would find none
+                t_first, t_last = t_new[members[0]], t_new[members[-1]]
+                none_b = (not all(b for _, _, b, _ in open_sides)
+                          and not np.any(t_sorted < t_first)
+                          and not self._any_in_time({"$gte": float(t_first - horizon_s)},
+                                                    {"$lt": lo}))
+                none_a = (not all(a for _, _, _, a in open_sides)
+                          and not np.any(t_sorted > t_last)
+                          and not self._any_in_time({"$gt": hi},
+                                                    {"$lte": float(t_last + horizon_s)}))
+                for i, at, done_b, done_a in open_sides:
+                    if (done_b or none_b) and (done_a or none_a):
+                        out[i] = _nearest(ids, t_sorted, at, t_new[i], n, horizon_s)
+                    else:  # wider: 2n rows a side at the density read (none read: 16x), 4x or more
+                        width[i] = min(horizon_s, 16.0 * width[i] if fit is None
+                                       else max(4.0 * width[i], fit))
+                        later.append(i)
+            pending = sorted(later, key=lambda i: (t_new[i], i))
+        if fits:  # the next call starts at the width that fits the density read
+            self._time_width[(horizon_s, n)] = min(horizon_s, float(np.median(fits)))
         return out
+
+    def _read_by_time(self, lo: float, hi: float) -> tuple[list[str], NDArray[np.float64], bool]:
+        """The ids of the memories created in ``[lo, hi]`` sorted by time, their times, and
+        whether the read stopped at :data:`TIME_READ_MAX`."""
+        try:
+            got = _retry(self.what.get, where={"$and": [{"sj_t": {"$gte": float(lo)}},
+                                                        {"sj_t": {"$lte": float(hi)}}]},
+                         limit=TIME_READ_MAX, include=["metadatas"])
+        except Exception as exc:
+            raise _wrap("read memories by time", exc) from exc
+        capped = len(got["ids"]) >= TIME_READ_MAX
+        if capped:
+            logger.debug("%d+ memories within [%.0f, %.0f]: temporal link candidates taken "
+                         "from Chroma's first %d", TIME_READ_MAX, lo, hi, TIME_READ_MAX)
+        t = np.array([float((m or {}).get("sj_t", np.nan)) for m in got["metadatas"]])
+        keep = np.flatnonzero(np.isfinite(t))
+        order = keep[np.argsort(t[keep], kind="stable")]
+        return [got["ids"][j] for j in order], t[order], capped
+
+    def _any_in_time(self, low: dict[str, float], high: dict[str, float]) -> bool:
+        """Whether a memory was created within the bounds (``{"$gte": t}`` and the like):
+        one id read, no data."""
+        try:
+            got = _retry(self.what.get, where={"$and": [{"sj_t": low}, {"sj_t": high}]},
+                         limit=1, include=[])
+        except Exception as exc:
+            raise _wrap("read memories by time", exc) from exc
+        return bool(got["ids"])
 
     def reconcile(self) -> int:
         """Delete ``where`` rows whose memory does not exist (left by a crash). Returns count."""

@@ -113,6 +113,66 @@ def test_temporal_candidates_are_the_nearest_in_time(chroma_server) -> None:
         mem.close()
 
 
+class _RowCounting(_Counting):
+    """:class:`_Counting` that also counts the rows its reads return (``counts["rows"]``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        attr = super().__getattr__(name)
+        if name != "get":
+            return attr
+
+        def get(*args: Any, **kwargs: Any) -> Any:
+            got = attr(*args, **kwargs)
+            self._counts["rows"] += len(got["ids"])
+            return got
+        return get
+
+
+def _nearest_by_scan(stored: dict[str, float], t: float, horizon: float, n: int) -> list[str]:
+    """The definition: the n stored memories nearest before t and the n nearest from t on,
+    those within the horizon."""
+    ids = sorted(stored, key=lambda m: (stored[m], m))
+    at = sum(stored[m] < t for m in ids)
+    return [m for m in ids[max(0, at - n):at + n] if abs(stored[m] - t) <= horizon]
+
+
+@pytest.mark.parametrize("gap_s", [1.0, 97.0, 1500.0])
+def test_reads_by_time_start_narrow_and_give_the_nearest_in_time(chroma_server,
+                                                                 gap_s: float) -> None:
+    """Server mode's temporal candidates are read around each new memory, widened only as
+    needed: the same ids as a scan of every stored time (before, after, between and far from
+    the stored memories, one time or a batch, a dense and a sparse store), and in a store
+    with a memory a second, a small part of the rows within the horizon."""
+    horizon, n = temporal_horizon_s(GraphConfig()), 8
+    size = 3000
+    stored = {f"s{i}": T0 + gap_s * i + 0.25 * (i % 3) for i in range(size)}
+    rng = np.random.default_rng(int(gap_s))
+    vec = _unit(rng.standard_normal((size, DIM)))
+    mem = _memory(chroma_server, {"": np.zeros(DIM, np.float32)})
+    try:
+        store = mem._store
+        ids = list(stored)
+        for lo in range(0, size, 1000):
+            store.add(ids[lo:lo + 1000], [f"t{i}" for i in range(lo, lo + 1000)],
+                      [{"sj_t": stored[m]} for m in ids[lo:lo + 1000]],
+                      vec[lo:lo + 1000], np.zeros((1000, DIM), np.float32))
+        end = T0 + gap_s * (size - 1)
+        near = [[end + 1.0], [end + 0.5 * gap_s, end + 3.0 * gap_s], [T0 - 5.0],
+                [T0 + gap_s * 1500.5], [T0 + gap_s * 10.5, T0 + gap_s * 2500.5],
+                list(T0 + gap_s * (100.5 + np.arange(40)))]
+        far = [[end + 7200.0], [end + horizon + 60.0], [T0 + 7.5 * gap_s, end + 9000.0]]
+        counts: Counter[str] = Counter()
+        store.what = _RowCounting(store.what, counts)
+        for times in near + far:
+            got = store.nearest_in_time(times, horizon, n)
+            assert got == [_nearest_by_scan(stored, t, horizon, n) for t in times], times
+            if gap_s == 1.0 and times in near:  # 5.7 h hold all 3,000: read a few per time
+                assert counts["rows"] <= 200 * len(times)
+            counts.clear()
+    finally:
+        mem.close()
+
+
 def _stored_edges(mem: ScrubJayMemory, mid: str) -> dict[str, float]:
     """A memory's adjacency as persisted in its Chroma metadata."""
     meta = mem._store.get([mid])[0].meta
