@@ -87,18 +87,16 @@ _WRITE_BATCH = 1_000
 #: Records per metadata update (chosen: one request per 5,000 records took half the time of
 #: five of 1,000 in the RCI benchmark; an embedded Chroma 1.5 accepts at most 5,461 per call).
 _UPDATE_BATCH = 5_000
-#: The vector index's ``sync_threshold`` (Chroma's default: 1,000). Chroma persists its
-#: index every that many log records (metadata updates count too); until then each write is
-#: handed the records logged since the last persist again (and skips them), so a write costs
-#: more the longer the wait; a persist costs more the larger the store (it rewrites the
-#: index's id map). One ``add`` is a one-row add and an update of its new neighbours, each
-#: paying that wait.
-#: Measured (docs/performance.md, item 20): one ``add`` after a 10,000-memory bulk load, p50
-#: 53-59 ms with 1,000 and 29-41 ms with 250; a one-row add and an 8-row update at 100,000
-#: rows 39.7 against 27.0 ms on average. Bulk adds persist once per call either way. A cost
-#: model fitted to those runs puts the point where 1,000 would be cheaper again near 650,000
-#: memories (estimated, not run).
-SYNC_THRESHOLD = 250
+#: The vector index's ``sync_threshold``: Chroma's default, 1,000, set explicitly. Chroma
+#: persists its index every that many log records (metadata updates count too); until then
+#: each write is handed the records logged since the last persist again (and skips them), so
+#: a write costs more the longer the wait. A lower threshold makes one ``add`` cheaper
+#: (docs/performance.md, item 20: p50 29-41 ms with 250 against 53-59 ms after a 10,000-memory
+#: bulk load) but persists four times as often, and Chroma's persist is not atomic: a process
+#: killed during one can leave the index's ``index_metadata.pickle`` empty, and the store then
+#: fails to open. With 250 the crash test (SIGKILLs of a writer) hit that in 2 of 9 runs in
+#: session 12 (20 to 60 kills each); hence back to 1,000 (item 22).
+SYNC_THRESHOLD = 1_000
 #: Ids per read by id (chosen: SQLite, under both the embedded and the server Chroma, refuses
 #: a statement with more than 32,766 variables: "too many SQL variables" for 40,000 ids).
 _READ_BATCH = 10_000
@@ -306,8 +304,9 @@ def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _set_sync_threshold(col: Any) -> None:
-    """Give a collection made before :data:`SYNC_THRESHOLD` (``get_or_create_collection``
-    keeps an existing collection's configuration) that threshold. Chroma reads it when it
+    """Give a collection made with another threshold (session 11's code made them with 250;
+    ``get_or_create_collection`` keeps an existing collection's configuration) the
+    :data:`SYNC_THRESHOLD`. Chroma reads it when it
     loads the index, so it applies from this process's first read or write of the collection
     (a server's already loaded index: from the server's next load). Best effort: a Chroma that
     reports no such setting, or refuses the change, keeps its own."""

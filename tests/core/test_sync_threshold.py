@@ -1,11 +1,12 @@
 """The vector index's ``sync_threshold``: scrubjay's collections flush Chroma's index every
-``SYNC_THRESHOLD`` log records instead of Chroma's 1,000 (each write re-reads the records
-logged since the last flush), in both modes; a store made before keeps its memories and gets
-the threshold when opened."""
+``SYNC_THRESHOLD`` log records, set explicitly, in both modes; a store made with another
+threshold (session 11's code used 250) keeps its memories and gets this one when opened."""
 
 from __future__ import annotations
 
 from scrubjay.store import SYNC_THRESHOLD
+
+OTHER = 250 if SYNC_THRESHOLD != 250 else 1_000  # what session 11's code set
 
 
 def _thresholds(mem) -> list[int]:
@@ -16,17 +17,16 @@ def _thresholds(mem) -> list[int]:
 
 def test_new_collections_flush_the_index_every_sync_threshold_records(memory_factory) -> None:
     mem = memory_factory()
-    assert SYNC_THRESHOLD < 1_000  # Chroma's default, which made every write re-read more
     assert _thresholds(mem) == [SYNC_THRESHOLD, SYNC_THRESHOLD]
 
 
-def test_a_store_made_with_chromas_default_gets_the_threshold_and_keeps_its_memories(
+def test_a_store_made_with_another_threshold_gets_this_one_and_keeps_its_memories(
         memory_factory) -> None:
     mem = memory_factory("old")
     ids = [r.id for r in mem.add_many([f"note {i} about the garden shed" for i in range(30)])]
     for col in (mem._store.what, mem._store.where):  # as an earlier version made them
-        col.modify(configuration={"hnsw": {"sync_threshold": 1_000}})
-    assert _thresholds(mem) == [1_000, 1_000]
+        col.modify(configuration={"hnsw": {"sync_threshold": OTHER}})
+    assert _thresholds(mem) == [OTHER, OTHER]
     again = memory_factory("old")
     assert _thresholds(again) == [SYNC_THRESHOLD, SYNC_THRESHOLD]
     assert [again.get(i).id for i in ids] == ids
