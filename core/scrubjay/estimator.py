@@ -164,7 +164,7 @@ _COLUMNS: dict[int, _Columns] = {}
 def _bow_rows(texts: Sequence[str], dim: int) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
     """:func:`_bow_columns` of each text at once: ``(sizes, flat)``, the rows' column lists
     concatenated (``flat``) and their lengths. The features of all texts are hashed through
-    one cache and made distinct and ascending per row by one ``np.unique``."""
+    one cache and made distinct and ascending per row by one sort."""
     cols = _COLUMNS.get(dim)
     if cols is None:
         cols = _COLUMNS.setdefault(dim, _Columns(dim))

@@ -252,10 +252,11 @@ class EpisodicGraph:
         The caller owns both and must drop them as soon as the graph changes other than
         through this method.
         """
-        self.g.add_node(node)
+        adj = self.g._adj  # networkx's own adjacency dicts: no view objects in the hot loop
+        if node not in adj:
+            self.g.add_node(node)
         cap = self.cfg.max_neighbors
         changed = {node}
-        adj = self.g._adj  # networkx's own adjacency dicts: no view objects in the hot loop
         weak = {} if weakest is None else weakest
         low = {} if floor is None else floor  # kept only while its node is full
         mine = adj[node]
