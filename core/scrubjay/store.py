@@ -306,10 +306,10 @@ def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
 def _set_sync_threshold(col: Any) -> None:
     """Give a collection made with another threshold (session 11's code made them with 250;
     ``get_or_create_collection`` keeps an existing collection's configuration) the
-    :data:`SYNC_THRESHOLD`. Chroma reads it when it
-    loads the index, so it applies from this process's first read or write of the collection
-    (a server's already loaded index: from the server's next load). Best effort: a Chroma that
-    reports no such setting, or refuses the change, keeps its own."""
+    :data:`SYNC_THRESHOLD`. Chroma reads it when it loads the index, so it applies from this
+    process's first read or write of the collection (a server's already loaded index: from
+    the server's next load). Best effort: a Chroma that reports no such setting, or refuses
+    the change, keeps its own."""
     try:
         current = (col.configuration_json or {}).get("hnsw", {}).get("sync_threshold")
         if isinstance(current, int) and current != SYNC_THRESHOLD:
@@ -333,8 +333,8 @@ class ChromaStore:
         #: Whether the namespace may differ from what this object's writes made of it (someone
         #: else wrote it, or a write of ours failed half-way) since tracking began.
         self.diverged = False
-        #: Per (horizon, n): the width of the read by time that answered the last
-        #: :meth:`nearest_in_time` call, where the next one starts.
+        #: Per (horizon, n): where the next :meth:`nearest_in_time` call's reads start, the
+        #: width that would hold 2n memories a side at the density the last call read.
         self._time_width: dict[tuple[float, int], float] = {}
         try:
             hnsw = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}

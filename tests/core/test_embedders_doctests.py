@@ -143,6 +143,8 @@ def test_bundled_model_gives_wordllamas_own_vectors_without_its_padded_batches(
     monkeypatch.setattr(embedding, "_ENCODE_CHUNK", 4)  # several tokenizer calls
     got = emb._raw(texts, False)
     np.testing.assert_array_equal(got, want)
+    for i in (0, 3, 6):  # one text at a time (a query): its own short path, the same floats
+        np.testing.assert_array_equal(emb._raw([texts[i]], True), want[i:i + 1])
     out = emb.embed(texts)
     assert out.shape == (len(texts), 256)
     np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
