@@ -40,7 +40,7 @@ from .buffer import (
     select_buffer,
     task_probability,
 )
-from .config import ScrubJayConfig
+from .config import GraphConfig, ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
 from .embedding import Embedder, WordLlamaEmbedder, as_embedder
@@ -147,6 +147,64 @@ def _strongest(comps: tuple[NDArray[np.float64], ...], allowed: NDArray[np.bool_
     picked = tuple(np.take_along_axis(a, cols, axis=1) for a in comps)
     cols = np.where(np.isfinite(np.take_along_axis(key, cols, axis=1)), cols, -1)
     return picked, cols
+
+
+def _earlier_candidates(what: NDArray[np.float32], where: NDArray[np.float32] | None,
+                        t: NDArray[np.float64], lo: int, hi: int, width: int,
+                        cfg: GraphConfig) -> tuple[NDArray[np.intp],
+                                                   tuple[NDArray[np.float64], ...]]:
+    """Link candidates of batch rows ``lo:hi`` among the rows before each: ``(cols, comps)``,
+    batch row indices (``-1``: no candidate) and their ``(e, e_S, e_C, e_T)``.
+
+    Computed as one :meth:`ScrubJayMemory.add` scans the mirror, so that a batch links as
+    adds one at a time do: cosines in float32, the strongest ``width`` of the earlier blocks
+    by :func:`~scrubjay.graph.strongest_columns` (the threshold hits and the rows nearest in
+    time, not every pair), then this block's own earlier rows (a triangle), each part's
+    components in float64 from its cosines and the float64 time gaps.
+    """
+    col_parts: list[NDArray[np.intp]] = []
+    comp_parts: list[tuple[NDArray[np.float64], ...]] = []
+    t32 = (t - t[lo]).astype(np.float32)  # the selection's times, relative to the block
+    for start, stop in ((0, lo), (lo, hi)):
+        if stop == start:
+            continue
+        sim_s = what[lo:hi] @ what[start:stop].T  # float32, as the mirror scan
+        sim_c = None if where is None else where[lo:hi] @ where[start:stop].T
+        if start == lo:  # the block itself: the earlier rows of each, all pairs
+            e = edge_weight_from_similarity(
+                sim_s, sim_c, np.abs(t32[lo:hi, None] - t32[None, lo:hi]), cfg)
+            e[~np.tri(hi - lo, k=-1, dtype=bool)] = -np.inf  # j < i only
+            cols = (np.argpartition(-e, width - 1, axis=1)[:, :width] if hi - lo > width
+                    else np.broadcast_to(np.arange(hi - lo), e.shape))
+            ok = np.isfinite(np.take_along_axis(e, cols, axis=1))
+        elif stop - start > width:
+            cols = strongest_columns(sim_s, sim_c, t32[start:stop], t32[lo:hi],
+                                     np.argsort(t32[start:stop], kind="stable"), cfg, width)
+            ok = None
+        else:
+            cols = np.broadcast_to(np.arange(stop - start), sim_s.shape)
+            ok = None
+        comp_parts.append(edge_weights_from_similarity(
+            np.take_along_axis(sim_s, cols, axis=1).astype(np.float64),
+            np.zeros(cols.shape) if sim_c is None
+            else np.take_along_axis(sim_c, cols, axis=1).astype(np.float64),
+            np.abs(t[start + cols] - t[lo:hi, None]), cfg))
+        col_parts.append(start + cols if ok is None else np.where(ok, start + cols, -1))
+    return (np.concatenate(col_parts, axis=1),
+            tuple(np.concatenate([p[j] for p in comp_parts], axis=1) for j in range(4)))
+
+
+def _rank(e: NDArray[np.float64], ids: NDArray[np.object_]) -> NDArray[np.intp]:
+    """Per row, the column order by ``(-e, id)``, ``-inf`` (no candidate) last: a stable sort
+    by weight, then the few rows where two finite weights tie sorted again with their ids
+    (the ids' string array, which ``np.lexsort`` needs, is most of its cost)."""
+    order = np.argsort(-e, axis=1, kind="stable")
+    ranked = np.take_along_axis(e, order, axis=1)
+    tie = (ranked[:, 1:] == ranked[:, :-1]) & np.isfinite(ranked[:, 1:])
+    rows = np.flatnonzero(tie.any(axis=1))
+    if len(rows):
+        order[rows] = np.lexsort((ids[rows].astype(str), -e[rows]), axis=1)
+    return order
 
 
 @dataclass(slots=True)
@@ -675,7 +733,6 @@ class ScrubJayMemory:
         head = 2 * cfg.max_neighbors  # of width = 4 * max_neighbors
         t_new = np.array([r.created_at_s for r in records])
         batch_ids = np.array([r.id for r in records], dtype=object)
-        what64, where64 = what.astype(np.float64), where.astype(np.float64)
         has_where = bool(np.any(where))
         changed: set[str] = set()
         # valid while only link_ranked edits graph
@@ -683,19 +740,8 @@ class ScrubJayMemory:
         floor: dict[str, float] = {}
         for lo in range(0, len(records), _LINK_BLOCK):
             hi = min(len(records), lo + _LINK_BLOCK)
-            # this block against the batch up to it, earlier items only (j < i)
-            sim_s = what64[lo:hi] @ what64[:hi].T
-            sim_c = where64[lo:hi] @ where64[:hi].T if has_where else None
-            gap = np.abs(t_new[lo:hi, None] - t_new[None, :hi])
-            earlier = np.arange(hi)[None, :] < np.arange(lo, hi)[:, None]
-            # the strongest `width` by e_ij alone, then their components (the same floats)
-            (_,), cols = _strongest((edge_weight_from_similarity(sim_s, sim_c, gap, cfg),),
-                                     earlier, width, cfg.min_edge_weight)
-            at = np.maximum(cols, 0)
-            comps = edge_weights_from_similarity(
-                np.take_along_axis(sim_s, at, axis=1),
-                np.zeros(at.shape) if sim_c is None else np.take_along_axis(sim_c, at, axis=1),
-                np.take_along_axis(gap, at, axis=1), cfg)
+            cols, comps = _earlier_candidates(what, where if has_where else None, t_new, lo, hi,
+                                              width, cfg)
             # the union with the existing candidates, cut to the strongest `width` again
             merged, pick = _strongest(
                 tuple(np.concatenate([old[lo:hi], new], axis=1)
@@ -705,19 +751,23 @@ class ScrubJayMemory:
             ids = np.concatenate([existing.ids[lo:hi], batch_ids[np.maximum(cols, 0)]], axis=1)
             ids = np.take_along_axis(ids, np.maximum(pick, 0), axis=1)
             e = np.where(pick >= 0, merged[0], -np.inf)
-            order = np.lexsort((ids.astype(str), -e), axis=1)  # by (-weight, id), invalid last
+            order = _rank(e, ids)
             counts = (pick >= 0).sum(axis=1)
             ranked = tuple(np.take_along_axis(a, order, axis=1) for a in (*merged, ids))
-            # as lists, the first `head` of each row only: an item usually has its
-            # max_neighbors edges by then; the rest are converted for the few that do not
+            # as lists, the first `head` of each row only: an item often has its
+            # max_neighbors edges by then; the rest are converted for those that do not
             e, s_, c_, t_, ids = (a[:, :head].tolist() for a in ranked)
+            tails = 0
             for r, m in enumerate(counts.tolist()):
                 node = records[lo + r].id
                 changed |= graph.link_ranked(node, ids[r][:m], e[r][:m], s_[r][:m], c_[r][:m],
                                              t_[r][:m], weakest, floor)
                 if m > head and graph.degree(node) < cfg.max_neighbors:
+                    tails += 1
                     re, rs, rc, rt, rids = (a[r, head:m].tolist() for a in ranked)
                     changed |= graph.link_ranked(node, rids, re, rs, rc, rt, weakest, floor)
+            if 2 * tails > hi - lo:  # most items of this block needed the rest: convert it all
+                head = width
         return changed
 
     def _link_candidates(self, records: list[MemoryRecord], what: NDArray[np.float32],

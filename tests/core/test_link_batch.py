@@ -221,3 +221,24 @@ def test_strongest_columns_are_those_of_a_full_selection(monkeypatch: pytest.Mon
             assert len(set(cols[i].tolist())) == width
             np.testing.assert_array_equal(np.sort(e[i, cols[i]]), np.sort(e[i])[-width:])
     assert narrow > 100  # most cases computed e on the candidates only
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rank_orders_by_weight_then_id_with_no_candidate_last(seed: int) -> None:
+    """The batch's candidate order: what ``np.lexsort`` by ``(-e, id)`` gives, on rows with
+    ties between finite weights (few values, so that many tie) and rows without."""
+    from scrubjay.memory import _rank
+
+    rng = np.random.default_rng(seed)
+    e = rng.choice([0.2, 0.3, 0.45, -np.inf], size=(40, 12)) if seed % 2 \
+        else rng.uniform(0.0, 1.0, (40, 12))
+    e[rng.random(e.shape) < 0.2] = -np.inf  # padding: no candidate
+    ids = np.array([[f"m{rng.integers(1000)}" for _ in range(12)] for _ in range(40)],
+                   dtype=object)
+    order = _rank(e, ids)
+    want = np.lexsort((ids.astype(str), -e), axis=1)
+    finite = np.isfinite(np.take_along_axis(e, want, axis=1))
+    assert (np.take_along_axis(e, order, axis=1)[finite]
+            == np.take_along_axis(e, want, axis=1)[finite]).all()
+    assert (np.take_along_axis(ids, order, axis=1)[finite]
+            == np.take_along_axis(ids, want, axis=1)[finite]).all()
