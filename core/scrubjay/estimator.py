@@ -37,6 +37,7 @@ import json
 import math
 import re
 import threading
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -113,6 +114,71 @@ _SEP = "\x00"
 #: speed of ``re.IGNORECASE``.
 _CUE_RX_JOINED = [re.compile("(?<![^\x00])" + p[1:] if p.startswith("^") else p)
                   for p in CUES.values()]
+
+
+def _required(items: Any) -> set[str] | None:
+    """Strings one of which every match of the parsed pattern ``items`` contains (``None``:
+    none found). Sound for case-sensitive patterns: a run of literals is matched as it is
+    written, a group or a repeat of at least one matches its body, a branch one of its
+    alternatives, a class one of its characters (``\\d``: an ASCII digit, so for ASCII text
+    only); assertions match no characters and anything else is passed over. Of the sets
+    found, the one whose shortest string is longest (then the smallest) is kept."""
+    from re import _constants as sre  # the parser's opcodes (CPython 3.11+)
+
+    best: set[str] | None = None
+
+    def consider(found: set[str] | None) -> None:
+        nonlocal best
+        if found and all(found) and (best is None or (min(map(len, found)), -len(found))
+                                     > (min(map(len, best)), -len(best))):
+            best = found
+
+    run: list[str] = []
+    for op, av in items:
+        if op is sre.LITERAL:
+            run.append(chr(av))
+            continue
+        consider({"".join(run)} if run else None)
+        run = []
+        if op is sre.SUBPATTERN and not av[1] and not av[2]:  # no inline flags
+            consider(_required(av[3]))
+        elif op is sre.BRANCH:
+            alts = [_required(alt) for alt in av[1]]
+            consider(None if any(a is None for a in alts) else set().union(*alts))  # type: ignore[arg-type]
+        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and av[0] >= 1:
+            consider(_required(av[2]))
+        elif op is sre.IN:
+            chars: set[str] = set()
+            for kind, arg in av:
+                if kind is sre.LITERAL:
+                    chars.add(chr(arg))
+                elif kind is sre.CATEGORY and arg is sre.CATEGORY_DIGIT:
+                    chars.update("0123456789")
+                else:
+                    chars = set()
+                    break
+            consider(chars or None)
+    consider({"".join(run)} if run else None)
+    return best
+
+
+def _anchors(pattern: str) -> tuple[str, ...] | None:
+    """:func:`_required` of ``pattern``, sorted; ``None`` when the parser is not CPython's or
+    nothing is found (the pattern then scans every text)."""
+    try:
+        from re import _parser
+
+        found = _required(_parser.parse(pattern))
+    except (ImportError, AttributeError, TypeError, ValueError, re.error):  # other internals
+        return None
+    return tuple(sorted(found)) if found else None
+
+
+#: Per joined pattern, strings one of which each of its matches contains: a text holding none
+#: of them is not scanned (``str.find`` is far faster than the patterns' ``\b`` scans). None
+#: for the ``^`` patterns (they fail fast already) and where none is found.
+_CUE_ANCHORS = [None if p.startswith("^") else _anchors(rx.pattern)
+                for p, rx in zip(CUES.values(), _CUE_RX_JOINED, strict=True)]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,11 +281,30 @@ def _cues(texts: Sequence[str]) -> NDArray[np.float32]:
     size = np.fromiter(map(len, low), np.intp, len(low)) + len(_SEP)
     start = np.cumsum(size) - size
     rows = np.asarray(joined, np.intp)
+    starts, ends = start.tolist(), (start + size - 1).tolist()
     for j, rx in enumerate(_CUE_RX_JOINED):
-        at = [m.start() for m in rx.finditer(big)]
+        anchors = _CUE_ANCHORS[j]
+        if anchors is None:  # every text
+            part, part_start, part_rows = big, start, rows
+        else:  # the texts holding an anchor, joined again
+            has = bytearray(len(low))
+            for anchor in anchors:
+                at = big.find(anchor)
+                while at >= 0:
+                    k = bisect_right(starts, at) - 1
+                    has[k] = 1
+                    at = big.find(anchor, ends[k])  # on from the next text
+            keep = np.flatnonzero(np.frombuffer(has, np.uint8))
+            if not len(keep):
+                continue
+            part = _SEP.join([low[k] for k in keep.tolist()])
+            part_start = np.cumsum(size[keep]) - size[keep]
+            part_rows = rows[keep]
+        at = [m.start() for m in rx.finditer(part)]
         if at:
-            hits = np.bincount(np.searchsorted(start, at, side="right") - 1, minlength=len(low))
-            out[rows, j] = np.minimum(2, hits)
+            hits = np.bincount(np.searchsorted(part_start, at, side="right") - 1,
+                               minlength=len(part_rows))
+            out[part_rows, j] = np.minimum(2, hits)
     return out
 
 

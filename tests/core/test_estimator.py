@@ -121,6 +121,32 @@ def test_cue_counts_match_the_case_insensitive_patterns_on_any_text() -> None:
                                          for i in range(0, len(texts), n)]), expected)
 
 
+def test_every_cue_match_holds_one_of_its_patterns_anchors() -> None:
+    """``_cues`` scans only the texts that hold one of a pattern's anchors: each match of each
+    pattern (the statements' texts, lower-cased) must contain one, and every pattern but the
+    ``^`` one must have anchors (else the prefilter is lost)."""
+    from scrubjay.estimator import _CUE_ANCHORS, _CUE_RX_JOINED, CUES, _required
+
+    texts = [s["text"].lower() for s in load_statements()]
+    texts = [t for t in texts if t.isascii()]
+    fired = 0
+    for (name, pattern), rx, anchors in zip(CUES.items(), _CUE_RX_JOINED, _CUE_ANCHORS,
+                                            strict=True):
+        assert (anchors is None) == pattern.startswith("^"), name
+        for t in texts:
+            for m in rx.finditer(t):
+                fired += 1
+                assert anchors is None or any(a in m.group() for a in anchors), (name, t)
+    assert fired > len(texts)
+    from re import _parser
+    parse = _parser.parse
+    assert _required(parse(r"\b(ab|cd)e?\b")) == {"ab", "cd"}
+    assert _required(parse(r"(ab|\w+)x")) == {"x"}  # an open branch gives nothing
+    assert _required(parse(r"x?(y)*")) is None  # nor does what may match nothing
+    assert _required(parse(r"\d+|one")) == {*"0123456789", "one"}
+    assert _required(parse(r"(?i:abc)")) is None  # a case-folding group: no literal
+
+
 def test_estimates_do_not_depend_on_the_batch_or_its_chunks(monkeypatch: pytest.MonkeyPatch
                                                             ) -> None:
     """The estimator's batch paths (the joined cue scan, the grouped embedding pooling, one
