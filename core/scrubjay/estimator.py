@@ -123,7 +123,7 @@ def _required(items: Any) -> set[str] | None:
     alternatives, a class one of its characters (``\\d``: an ASCII digit, so for ASCII text
     only); assertions match no characters and anything else is passed over. Of the sets
     found, the one whose shortest string is longest (then the smallest) is kept."""
-    from re import _constants as sre  # the parser's opcodes (CPython 3.11+)
+    from re import _constants as sre  # type: ignore[attr-defined]  # CPython 3.11+
 
     best: set[str] | None = None
 
@@ -166,7 +166,7 @@ def _anchors(pattern: str) -> tuple[str, ...] | None:
     """:func:`_required` of ``pattern``, sorted; ``None`` when the parser is not CPython's or
     nothing is found (the pattern then scans every text)."""
     try:
-        from re import _parser
+        from re import _parser  # type: ignore[attr-defined]
 
         found = _required(_parser.parse(pattern))
     except (ImportError, AttributeError, TypeError, ValueError, re.error):  # other internals
@@ -289,11 +289,11 @@ def _cues(texts: Sequence[str]) -> NDArray[np.float32]:
         else:  # the texts holding an anchor, joined again
             has = bytearray(len(low))
             for anchor in anchors:
-                at = big.find(anchor)
-                while at >= 0:
-                    k = bisect_right(starts, at) - 1
+                pos = big.find(anchor)
+                while pos >= 0:
+                    k = bisect_right(starts, pos) - 1
                     has[k] = 1
-                    at = big.find(anchor, ends[k])  # on from the next text
+                    pos = big.find(anchor, ends[k])  # on from the next text
             keep = np.flatnonzero(np.frombuffer(has, np.uint8))
             if not len(keep):
                 continue
