@@ -37,4 +37,4 @@ def select_removals(ids: Sequence[str], utility: NDArray[np.floating],
     u = np.asarray(utility, np.float64)
     h = np.asarray(hub, np.float64)
     drop = (u <= cfg.eps) & (h <= cfg.eps_graph) & ~np.asarray(protected, bool)
-    return [ids[i] for i in np.flatnonzero(drop)]
+    return [ids[i] for i in np.flatnonzero(drop).tolist()]

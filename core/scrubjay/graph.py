@@ -211,7 +211,7 @@ class EpisodicGraph:
         self.g: nx.Graph = nx.Graph()
 
     def __len__(self) -> int:
-        return self.g.number_of_nodes()
+        return int(self.g.number_of_nodes())
 
     def __contains__(self, node: object) -> bool:
         return node in self.g

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -194,6 +194,11 @@ def _earlier_candidates(what: NDArray[np.float32], where: NDArray[np.float32] | 
             tuple(np.concatenate([p[j] for p in comp_parts], axis=1) for j in range(4)))
 
 
+def _whats(rows: Iterable[StoredRow]) -> list[NDArray[np.float32]]:
+    """The what vectors of rows read with their vectors (never None there)."""
+    return cast("list[NDArray[np.float32]]", [r.what for r in rows])
+
+
 def _rank(e: NDArray[np.float64], ids: NDArray[np.object_]) -> NDArray[np.intp]:
     """Per row, the column order by ``(-e, id)``, ``-inf`` (no candidate) last: a stable sort
     by weight, then the few rows where two finite weights tie sorted again with their ids
@@ -311,7 +316,7 @@ class ScrubJayMemory:
         self._classifier = Classifier(config.classifier, self._llm,
                                       stale_ratio=config.decay.stale_ratio)
         self._embedded = client is None
-        self._private_prefix = None
+        self._private_prefix: str | None = None
         if path is not None:
             self._store = ChromaStore.open_path(path, self.namespace)
         else:
@@ -322,9 +327,10 @@ class ScrubJayMemory:
                 client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False))
                 # Chroma shares one in-memory system per process: a private collection prefix
                 # keeps each in-memory ScrubJayMemory apart; close() drops its collections.
-                self._private_prefix: str | None = f"sjm{uuid.uuid4().hex[:12]}_"
+                prefix = f"sjm{uuid.uuid4().hex[:12]}_"
+                self._private_prefix = prefix
                 self._store = ChromaStore(client=client, namespace=self.namespace,
-                                          prefix=self._private_prefix)
+                                          prefix=prefix)
             else:
                 self._private_prefix = None
                 self._store = ChromaStore(client=client, namespace=self.namespace)
@@ -407,7 +413,7 @@ class ScrubJayMemory:
         zero = np.zeros(self._dim, dtype=np.float32)
         if rows:
             self._mirror.append(
-                records, np.stack([r.what for r in rows]).astype(np.float32),
+                records, np.stack(_whats(rows)).astype(np.float32),
                 np.stack([r.where if r.where is not None else zero
                           for r in rows]).astype(np.float32),
                 drift=[r.drift_rad for r in rows])
@@ -725,9 +731,9 @@ class ScrubJayMemory:
         """
         cfg = self.config.graph
         if cfg.max_neighbors == 0:
-            for r in records:
-                graph.add_node(r.id)
-            return {r.id for r in records}
+            for rec in records:
+                graph.add_node(rec.id)
+            return {rec.id for rec in records}
         existing = self._link_candidates(records, what, where, graph, reads)
         width = 4 * cfg.max_neighbors
         head = 2 * cfg.max_neighbors  # of width = 4 * max_neighbors
@@ -873,7 +879,7 @@ class ScrubJayMemory:
         # the candidates' vectors and times as matrices, indexed per item
         index = {c: j for j, c in enumerate(rows)}
         zero = np.zeros(what.shape[1], dtype=np.float32)
-        all_what = np.stack([r.what for r in rows.values()])
+        all_what = np.stack(_whats(rows.values()))
         all_where = np.stack([zero if r.where is None else r.where for r in rows.values()])
         all_t = np.array([float(r.meta.get("sj_t", 0.0)) for r in rows.values()])
         out: list[_CandidateRow] = []
@@ -883,8 +889,9 @@ class ScrubJayMemory:
                 out.append(_NO_CANDIDATES)
                 continue
             j = np.fromiter((index[c] for c in ids), dtype=np.intp, count=len(ids))
-            out.append((*edge_weights(what[i], where[i], records[i].created_at_s, all_what[j],
-                                      all_where[j], all_t[j], cfg), ids))
+            e, e_s, e_c, e_t = edge_weights(what[i], where[i], records[i].created_at_s,
+                                            all_what[j], all_where[j], all_t[j], cfg)
+            out.append((e, e_s, e_c, e_t, ids))
         return _Candidates.pad(out)
 
     def _scan(self, n: int) -> bool:
@@ -1147,7 +1154,7 @@ class ScrubJayMemory:
             sim_where[mid] = float(vec @ c_q)
         rows = [what_rows[i] for i in complete + fill] + extra
         sims = [float(sim_what[i]) for i in complete + fill] + \
-            [float(r.what @ e_q) for r in extra]  # type: ignore[operator]
+            [float(r.what @ e_q) for r in extra]
         logger.debug("server search, n=%d: %d complete, %d completed, %d bounded out", n,
                      len(complete), len(fill) + len(extra), len(pruned))
         out = self._scored(rows, sims, sim_where, weights, what_floor, where_floor)
@@ -1213,7 +1220,7 @@ class ScrubJayMemory:
         records = [self._record(r) for r in stored]
         if not stored:
             return Rows.build([], np.zeros((0, dim), np.float32), np.zeros((0, dim), np.float32))
-        rows = Rows.build(records, np.stack([r.what for r in stored]).astype(np.float32),
+        rows = Rows.build(records, np.stack(_whats(stored)).astype(np.float32),
                           np.stack([r.where if r.where is not None else zero
                                     for r in stored]).astype(np.float32))
         for r in stored:
@@ -1234,7 +1241,7 @@ class ScrubJayMemory:
         return _parse_edges(self._graph_cache.get(mid))
 
     def _partial_scores(self, rows: Rows, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
-                        weights: NDArray[np.float64], t_q: float) -> tuple[NDArray, ...]:
+                        weights: NDArray[np.float64], t_q: float) -> tuple[NDArray[Any], ...]:
         sim_what = rows.what @ e_q
         # an empty context embeds to zero: its column is zero, without multiplying N rows
         sim_where = rows.where @ c_q if c_q.any() else np.zeros(len(rows), np.float32)
@@ -1307,8 +1314,9 @@ class ScrubJayMemory:
                           from_buffer=from_buffer)
 
     def _hits(self, rows: Rows, best: NDArray[np.intp], s_prime: NDArray[np.float64],
-              bonus: NDArray[np.float64], u: NDArray[np.float64], sim_what: NDArray[np.float64],
-              sim_where: NDArray[np.float64], weights: NDArray[np.float64], *,
+              bonus: NDArray[np.float64], u: NDArray[np.float64],
+              sim_what: NDArray[np.floating[Any]], sim_where: NDArray[np.floating[Any]],
+              weights: NDArray[np.float64], *,
               from_buffer: bool) -> list[Hit]:
         """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts."""
         score = (s_prime[best] + float(weights[3]) * bonus[best]).tolist()
@@ -1317,7 +1325,7 @@ class ScrubJayMemory:
         records = rows.records
         # stale as decay.is_stale: U / V < ratio, and a value of 0 is stale
         return [new_hit(records[i], sc, ut, (ut / v if v > 0 else 0.0) < ratio, wh, wr, gr,
-                        w, from_buffer)  # type: ignore[arg-type]
+                        w, from_buffer)
                 for i, sc, ut, v, wh, wr, gr in zip(
                     best.tolist(), score, u[best].tolist(), rows.value[best].tolist(),
                     sim_what[best].tolist(), sim_where[best].tolist(), bonus[best].tolist(),

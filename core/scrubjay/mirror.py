@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -55,6 +56,16 @@ class Rows:
 class Mirror:
     """All memories of a namespace, growable, with an id -> row map."""
 
+    # the row arrays, allocated (and grown) by _alloc
+    _what: NDArray[np.float32]
+    _where: NDArray[np.float32]
+    _value: NDArray[np.float64]
+    _pi: NDArray[np.float64]
+    _tau: NDArray[np.float64]
+    _t: NDArray[np.float64]
+    wdeg: NDArray[np.float64]
+    drift: NDArray[np.float64]
+
     def __init__(self, dim: int) -> None:
         self.dim = dim
         self.n = 0
@@ -68,8 +79,8 @@ class Mirror:
         self.drift = np.zeros(self._cap)  # angle bound, indexed vs exact what (store.py)
 
     def _alloc(self, cap: int) -> None:
-        def grow(old: NDArray | None, shape: tuple[int, ...], dtype: type) -> NDArray:
-            new = np.zeros(shape, dtype=dtype)
+        def grow(old: NDArray[Any] | None, shape: tuple[int, ...], dtype: type) -> NDArray[Any]:
+            new: NDArray[Any] = np.zeros(shape, dtype=dtype)
             if old is not None and self.n:
                 new[: self.n] = old[: self.n]
             return new

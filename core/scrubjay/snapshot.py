@@ -24,6 +24,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -88,7 +89,7 @@ def _unpack(buf: NDArray[np.uint8], ends: NDArray[np.int64]) -> list[str]:
     return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts, stops, strict=True)]
 
 
-def _checksum(arrays: dict[str, NDArray]) -> int:
+def _checksum(arrays: dict[str, NDArray[Any]]) -> int:
     crc = 0
     for name in sorted(arrays):
         crc = zlib.crc32(name.encode(), crc)
@@ -101,7 +102,7 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
                   wdeg: NDArray[np.float64], graph: EpisodicGraph,
                   drift: NDArray[np.float64] | None = None) -> None:
     """Write the snapshot atomically (a temporary file, then a rename)."""
-    arrays: dict[str, NDArray] = {
+    arrays: dict[str, NDArray[Any]] = {
         "version": np.array([SNAPSHOT_VERSION], dtype=np.int64),
         "marker": np.frombuffer(marker.encode(), dtype=np.uint8),
         "what": np.ascontiguousarray(what, dtype=np.float32),
@@ -138,7 +139,8 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
     os.replace(tmp, path)
 
 
-def _edge_arrays(records: Sequence[MemoryRecord], graph: EpisodicGraph) -> dict[str, NDArray]:
+def _edge_arrays(records: Sequence[MemoryRecord], graph: EpisodicGraph
+                 ) -> dict[str, NDArray[Any]]:
     """Every edge between known rows once, as row-index pairs and its four weights."""
     row = {r.id: i for i, r in enumerate(records)}
     pairs: list[tuple[int, int]] = []
@@ -149,7 +151,7 @@ def _edge_arrays(records: Sequence[MemoryRecord], graph: EpisodicGraph) -> dict[
             values.append((d["weight"], d["semantic"], d["contextual"], d["temporal"]))
     uv = np.array(pairs, dtype=np.int64).reshape(-1, 2)
     vals = np.array(values, dtype=np.float64).reshape(-1, 4)
-    out = {"edge_u": uv[:, 0].copy(), "edge_v": uv[:, 1].copy()}
+    out: dict[str, NDArray[Any]] = {"edge_u": uv[:, 0].copy(), "edge_v": uv[:, 1].copy()}
     for j, name in enumerate(_EDGE_FLOATS):
         out[f"edge_{name}"] = vals[:, j].copy()
     return out
@@ -184,7 +186,7 @@ def load_snapshot(path: Path, marker: str, dim: int | None,
         return None
 
 
-def _decode(arrays: dict[str, NDArray], dim: int | None, graph: EpisodicGraph) -> Snapshot:
+def _decode(arrays: dict[str, NDArray[Any]], dim: int | None, graph: EpisodicGraph) -> Snapshot:
     cols = {name: _unpack(arrays[f"s_{name}"], arrays[f"e_{name}"]) for name in _STRINGS}
     n = len(cols["id"])
     what = arrays["what"]
