@@ -149,6 +149,18 @@ def _strongest(comps: tuple[NDArray[np.float64], ...], allowed: NDArray[np.bool_
     return picked, cols
 
 
+def _components(sim_s: NDArray[np.float32], sim_c: NDArray[np.float32] | None,
+                cols: NDArray[np.intp], t_old: NDArray[np.float64], t_new: NDArray[np.float64],
+                cfg: GraphConfig) -> tuple[NDArray[np.float64], ...]:
+    """``(e, e_S, e_C, e_T)`` of the chosen columns ``cols`` of each row: float64 from the
+    float32 cosines and the float64 gaps ``|t_old[col] - t_new[row]|``."""
+    return edge_weights_from_similarity(
+        np.take_along_axis(sim_s, cols, axis=1).astype(np.float64),
+        np.zeros(cols.shape) if sim_c is None
+        else np.take_along_axis(sim_c, cols, axis=1).astype(np.float64),
+        np.abs(t_old[cols] - t_new[:, None]), cfg)
+
+
 def _earlier_candidates(what: NDArray[np.float32], where: NDArray[np.float32] | None,
                         t: NDArray[np.float64], lo: int, hi: int, width: int,
                         cfg: GraphConfig) -> tuple[NDArray[np.intp],
@@ -184,11 +196,7 @@ def _earlier_candidates(what: NDArray[np.float32], where: NDArray[np.float32] | 
         else:
             cols = np.broadcast_to(np.arange(stop - start), sim_s.shape)
             ok = None
-        comp_parts.append(edge_weights_from_similarity(
-            np.take_along_axis(sim_s, cols, axis=1).astype(np.float64),
-            np.zeros(cols.shape) if sim_c is None
-            else np.take_along_axis(sim_c, cols, axis=1).astype(np.float64),
-            np.abs(t[start + cols] - t[lo:hi, None]), cfg))
+        comp_parts.append(_components(sim_s, sim_c, cols, t[start:stop], t[lo:hi], cfg))
         col_parts.append(start + cols if ok is None else np.where(ok, start + cols, -1))
     return (np.concatenate(col_parts, axis=1),
             tuple(np.concatenate([p[j] for p in comp_parts], axis=1) for j in range(4)))
@@ -818,11 +826,7 @@ class ScrubJayMemory:
                                          width)
             else:
                 cols = np.broadcast_to(np.arange(sim_s.shape[1]), sim_s.shape)
-            parts.append(edge_weights_from_similarity(
-                np.take_along_axis(sim_s, cols, axis=1).astype(np.float64),
-                np.zeros(cols.shape) if sim_c is None
-                else np.take_along_axis(sim_c, cols, axis=1).astype(np.float64),
-                np.abs(view.t[cols] - t_new[lo:hi, None]), cfg))
+            parts.append(_components(sim_s, sim_c, cols, view.t, t_new[lo:hi], cfg))
             id_parts.append(ids[cols])
             valid_parts.append(np.ones(cols.shape, dtype=bool))
         weights = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
