@@ -655,9 +655,15 @@ class ScrubJayMemory:
         if replaced:
             self._delete_ids(replaced)
         graph = self._graph if self._use_mirror else EpisodicGraph(self.config.graph)
+        if reads is None and not self._use_mirror and self.config.graph.max_neighbors > 0:
+            reads = self._server_link_reads([r.id for r in records],
+                                            [r.created_at_s for r in records], what, where)
         changed = self._link(records, what, where, graph, reads)
         new_ids = {r.id for r in records}
         old = sorted(changed - new_ids)
+        if reads is not None:
+            self._complete_adjacency(graph, [i for i in old if i not in reads.rows],
+                                     set(reads.rows) | new_ids)
         try:
             edges = graph.dumps_many([*(r.id for r in records), *old])
             # every id is new now: the ids it replaces were deleted above
@@ -709,6 +715,24 @@ class ScrubJayMemory:
 
         labels, (replaced, reads) = self._concurrently(classify, read)
         return labels, replaced, reads
+
+    def _complete_adjacency(self, graph: EpisodicGraph, ids: Sequence[str],
+                            complete: set[str]) -> None:
+        """Server mode: ``graph`` holds the whole adjacency of the link candidates and the new
+        memories (``complete``) only. Memories in ``ids`` lost an edge to one of them (an
+        eviction) but were no candidate, so ``graph`` has only their edges to ``complete``:
+        add the edges their rows list to anyone else, so that the rewrite of their rows keeps
+        them. (Such a memory gains no edge: only candidates and new memories do.)"""
+        if not ids:
+            return
+        for row in self._store.get(list(ids)):
+            try:
+                listed = json.loads(row.meta.get("sj_edges") or "[]")
+            except ValueError:
+                continue
+            others = [e for e in listed if isinstance(e, list) and e and e[0] not in complete]
+            if others:
+                graph.loads(row.id, json.dumps(others))
 
     def _reload_adjacency(self, ids: Sequence[str]) -> None:
         for row in self._store.get(ids):
