@@ -248,12 +248,6 @@ class _Candidates:
         return cls(weights=weights, ids=ids, valid=valid)  # type: ignore[arg-type]
 
 
-def _perishability(rec: MemoryRecord) -> str:
-    """The ``sj_perish`` payload of a record (after an RCI update, its current values: the
-    ``sj_rci`` key, which reads apply over it, holds the same)."""
-    return pack_perishability(rec.label, rec.pi, rec.tau_s, rec.value, rec.source)
-
-
 @dataclass(slots=True)
 class _LinkReads:
     """Server mode: a batch's link candidates as read from Chroma."""
@@ -534,7 +528,8 @@ class ScrubJayMemory:
         context, annotation and user metadata are left out when empty (:meth:`_record` reads
         a missing key as empty)."""
         meta: dict[str, Any] = {
-            "sj_perish": _perishability(rec), "sj_t": float(rec.created_at_s), "sj_edges": edges,
+            "sj_perish": pack_perishability(rec.label, rec.pi, rec.tau_s, rec.value, rec.source),
+            "sj_t": float(rec.created_at_s), "sj_edges": edges,
         }
         if rec.context:
             meta["sj_ctx"] = rec.context
@@ -666,18 +661,16 @@ class ScrubJayMemory:
         changed = self._link(records, what, where, graph, reads)
         new_ids = {r.id for r in records}
         old = sorted(changed - new_ids)
-        read: dict[str, StoredRow] = {}
         if reads is not None:
-            read.update(reads.rows)
-            read.update(self._complete_adjacency(
-                graph, [i for i in old if i not in reads.rows], set(reads.rows) | new_ids))
+            self._complete_adjacency(graph, [i for i in old if i not in reads.rows],
+                                     set(reads.rows) | new_ids)
         try:
             edges = graph.dumps_many([*(r.id for r in records), *old])
             # every id is new now: the ids it replaces were deleted above
             metas = [self._meta(r, e) for r, e in zip(records, edges[:len(records)], strict=True)]
             self._store.add([r.id for r in records], [r.text for r in records], metas, what, where)
             if old:
-                self._rewrite_edges(old, edges[len(records):], read)
+                self._store.update_meta(old, [{"sj_edges": e} for e in edges[len(records):]])
             newest = max(r.created_at_s for r in records)
             if newest > self._newest_t:
                 self._newest_t = newest
@@ -724,15 +717,15 @@ class ScrubJayMemory:
         return labels, replaced, reads
 
     def _complete_adjacency(self, graph: EpisodicGraph, ids: Sequence[str],
-                            complete: set[str]) -> dict[str, StoredRow]:
+                            complete: set[str]) -> None:
         """Server mode: ``graph`` holds the whole adjacency of the link candidates and the new
         memories (``complete``) only. Memories in ``ids`` lost an edge to one of them (an
         eviction) but were no candidate, so ``graph`` has only their edges to ``complete``:
         add the edges their rows list to anyone else, so that the rewrite of their rows keeps
-        them. (Such a memory gains no edge: only candidates and new memories do.) Returns the
-        rows read."""
-        rows = {row.id: row for row in self._store.get(list(ids))} if ids else {}
-        for row in rows.values():
+        them. (Such a memory gains no edge: only candidates and new memories do.)"""
+        if not ids:
+            return
+        for row in self._store.get(list(ids)):
             try:
                 listed = json.loads(row.meta.get("sj_edges") or "[]")
             except ValueError:
@@ -740,30 +733,6 @@ class ScrubJayMemory:
             others = [e for e in listed if isinstance(e, list) and e and e[0] not in complete]
             if others:
                 graph.loads(row.id, json.dumps(others))
-        return rows
-
-    def _rewrite_edges(self, ids: Sequence[str], edges: Sequence[str],
-                       rows: Mapping[str, StoredRow]) -> None:
-        """Persist the adjacency ``edges`` of existing memories ``ids``. Each row's adjacency
-        shares one key with its text and perishability (schema 4), so those are written again:
-        taken from the mirror, from ``rows`` already read, or read now (a memory deleted
-        meanwhile is skipped)."""
-        recs: dict[str, MemoryRecord] = {}
-        missing = []
-        for mid in ids:
-            rec = self._mirror.record(mid) if self._mirror is not None else None
-            if rec is None and mid in rows:
-                rec = self._record(rows[mid])
-            if rec is None:
-                missing.append(mid)
-            else:
-                recs[mid] = rec
-        if missing:
-            recs.update((row.id, self._record(row)) for row in self._store.get(missing))
-        keep = [k for k, mid in enumerate(ids) if mid in recs]
-        self._store.update_edges([ids[k] for k in keep], [edges[k] for k in keep],
-                                 [(recs[ids[k]].text, _perishability(recs[ids[k]]))
-                                  for k in keep])
 
     def _reload_adjacency(self, ids: Sequence[str]) -> None:
         for row in self._store.get(ids):
@@ -1678,8 +1647,7 @@ class ScrubJayMemory:
             for row in self._store.get(list(ids)):
                 graph.loads(row.id, row.meta.get("sj_edges"))
             changed = set(graph.g.nodes) - gone
-            read = {row.id: row for row in self._store.get(sorted(changed))}
-            for row in read.values():
+            for row in self._store.get(sorted(changed)):
                 graph.loads(row.id, row.meta.get("sj_edges"))
             for mid in ids:
                 graph.remove(mid)
@@ -1688,8 +1656,7 @@ class ScrubJayMemory:
         survivors = sorted(changed - gone)
         if survivors:
             g = self._graph if self._use_mirror else graph
-            self._rewrite_edges(survivors, g.dumps_many(survivors),
-                                {} if self._use_mirror else read)
+            self._store.update_meta(survivors, [{"sj_edges": e} for e in g.dumps_many(survivors)])
         if self._use_mirror and self._mirror is not None:
             self._mirror.remove(list(ids))
             self._refresh_wdeg(survivors)

@@ -3,9 +3,9 @@
 A namespace ``ns`` lives in two collections (cosine space, no Chroma embedding function, so
 Chroma never downloads a model):
 
-* ``sj_{ns}_what``: one record per memory; embedding ``w_what``; metadata = the text,
-  perishability and adjacency in one key (``sj_row``, below), its time and bookkeeping plus
-  the user's metadata; no Chroma document. Its collection metadata
+* ``sj_{ns}_what``: one record per memory; embedding ``w_what``; metadata = the text and
+  perishability in one key (``sj_row``, below), the adjacency (``sj_edges``), the time and
+  bookkeeping plus the user's metadata; no Chroma document. Its collection metadata
   records the schema version, the embedder's name and dimension and the prospective buffer.
 * ``sj_{ns}_where``: the same ids, embedding ``w_where``; only memories with a non-empty
   context have a row (an empty context embeds to the zero vector).
@@ -27,15 +27,16 @@ rewritten when the drift bound passes :data:`INDEX_DRIFT_MAX_RAD`. Why: a Chroma
 about one metadata write per key, and rewriting an HNSW vector several times that (measured on
 the RCI benchmark: 10k records, 4 keys 2.6-3.3 s, 1 key 1.2 s, vectors 9-13 s).
 
-Since schema 4 a memory's perishability payload, its adjacency (the graph's JSON, which
-:meth:`ChromaStore.update_edges` rewrites when an edge comes or goes) and its text share ONE
-metadata key, ``sj_row``: ``perishability + "\\x1f" + adjacency + "\\x1f" + text`` (the first
-two are JSON, which escapes the separator; the text comes last and may hold anything). Reads
-spread it over ``sj_perish``, ``sj_edges`` and ``sj_text`` as schema 3 wrote them (still read).
-Why: Chroma's embedded write of the ingest benchmark's 10,000 rows cost about 1.6 s more with
-the three keys than with the same bytes in one (scratch replays, four alternating rounds:
-medians 9.90 s and 8.12-8.39 s, the text alone 6.22-7.61 s), the same trade as ``sj_perish``
-above. A rewrite of the adjacency must then carry the text and perishability again.
+Since schema 4 a memory's perishability payload and its text share ONE metadata key,
+``sj_row``: ``perishability + "\\x1f" + text`` (JSON escapes the separator; the text comes
+last and may hold anything). Reads spread it over ``sj_perish`` and ``sj_text`` as schema 3
+wrote them (still read). The adjacency keeps a key of its own, ``sj_edges``, which linking
+rewrites alone. Why: Chroma's embedded write costs per string key, and more for an entry too
+long for a page of SQLite's index on metadata strings (about 1,000 bytes), which spills to an
+overflow page (replays of the ingest benchmark's 10,000 rows, three alternating rounds:
+schema 3's keys 8.10 s and 3,750 bytes of ``chroma.sqlite3`` per row; these 7.08 s and 3,690
+bytes; all three in one key of about 1,050 bytes 7.62 s and 7,059 bytes;
+docs/performance.md, item 25).
 
 The text is a metadata key, not Chroma's document (schema 3; schemas 1 and 2 kept it as the
 document, still read): Chroma indexes a document for full-text search (SQLite FTS5, trigrams),
@@ -86,7 +87,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: 4: perishability, adjacency and text in one key, ``sj_row``; 3: the text in ``sj_text``, no
+#: 4: perishability and text in one key, ``sj_row``; 3: the text in ``sj_text``, no
 #: document; 2: perishability packed in ``sj_perish``; 1: a key per field (all still read).
 SCHEMA_VERSION = 4
 _PAGE = 2_000
@@ -119,9 +120,7 @@ TIME_READ_MAX = 5_000
 TIME_FIRST_SHARE = 256.0
 #: Metadata key of a memory's text (schema 3; before, Chroma's document).
 _TEXT_KEY = "sj_text"
-#: Metadata key of a memory's adjacency (schema 3 and before; read from ``sj_row`` since).
-_EDGES_KEY = "sj_edges"
-#: Metadata key of schema 4's packed row, and the separator of its three parts.
+#: Metadata key of schema 4's packed row, and the separator of its two parts.
 _ROW_KEY = "sj_row"
 _ROW_SEP = "\x1f"
 #: Metadata key of a memory's latest RCI update (see the module docstring).
@@ -209,37 +208,36 @@ def _unpack_perishability(meta: dict[str, Any]) -> None:
         logger.warning("Ignoring unreadable perishability metadata")
 
 
-def pack_row(perishability: str, edges: str, text: str) -> str:
+def pack_row(perishability: str, text: str) -> str:
     """The ``sj_row`` payload of schema 4.
 
-    >>> pack_row('{"label":"factual"}', "[]", "a\\x1fb").split("\\x1f", 2)
-    ['{"label":"factual"}', '[]', 'a\\x1fb']
+    >>> pack_row('{"label":"factual"}', "a\\x1fb").split("\\x1f", 1)
+    ['{"label":"factual"}', 'a\\x1fb']
     """
-    return f"{perishability}{_ROW_SEP}{edges}{_ROW_SEP}{text}"
+    return f"{perishability}{_ROW_SEP}{text}"
 
 
 def _row_meta(meta: Mapping[str, Any], text: str) -> dict[str, Any]:
-    """A new record's Chroma metadata: ``sj_perish``, ``sj_edges`` and the text packed into
-    ``sj_row`` (a record without both keys keeps schema 3's layout)."""
-    perish, edges = meta.get(_PERISH_KEY), meta.get(_EDGES_KEY)
-    if not isinstance(perish, str) or not isinstance(edges, str):
+    """A new record's Chroma metadata: ``sj_perish`` and the text packed into ``sj_row`` (a
+    record without ``sj_perish`` keeps schema 3's layout)."""
+    perish = meta.get(_PERISH_KEY)
+    if not isinstance(perish, str):
         return {**meta, _TEXT_KEY: text}
-    out = {k: v for k, v in meta.items() if k != _PERISH_KEY and k != _EDGES_KEY}
-    out[_ROW_KEY] = pack_row(perish, edges, text)
+    out = {k: v for k, v in meta.items() if k != _PERISH_KEY}
+    out[_ROW_KEY] = pack_row(perish, text)
     return out
 
 
 def _unpack_row(meta: dict[str, Any]) -> None:
-    """Spread an ``sj_row`` payload over ``sj_perish``, ``sj_edges`` and ``sj_text`` (over
-    any left by schema 3 on a row that a rewrite upgraded)."""
+    """Spread an ``sj_row`` payload over ``sj_perish`` and ``sj_text``."""
     payload = meta.pop(_ROW_KEY, None)
     if not isinstance(payload, str):
         return
-    parts = payload.split(_ROW_SEP, 2)
-    if len(parts) != 3:
+    parts = payload.split(_ROW_SEP, 1)
+    if len(parts) != 2:
         logger.warning("Ignoring an unreadable sj_row payload")
         return
-    meta[_PERISH_KEY], meta[_EDGES_KEY], meta[_TEXT_KEY] = parts
+    meta[_PERISH_KEY], meta[_TEXT_KEY] = parts
 
 
 def _fold_packed(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float]:
@@ -584,14 +582,6 @@ class ChromaStore:
                                      embeddings=what[sl].astype(np.float32))
         except Exception as exc:
             raise _wrap(f"update {len(ids)} memories", exc) from exc
-
-    def update_edges(self, ids: Sequence[str], edges: Sequence[str],
-                     parts: Sequence[tuple[str, str]]) -> None:
-        """Rewrite the adjacency of existing memories: ``edges`` (the graph's JSON) with each
-        one's ``(text, perishability payload)`` in ``parts``, since schema 4 keeps the three
-        in one key (keys that schema 3 left on the row stay, and are read under it)."""
-        self.update_meta(ids, [{_ROW_KEY: pack_row(p, e, t)}
-                               for e, (t, p) in zip(edges, parts, strict=True)])
 
     def _update_batch(self) -> int:
         """Records per metadata update: :data:`_UPDATE_BATCH`, within the client's limit."""

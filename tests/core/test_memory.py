@@ -617,15 +617,15 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
     mem._store.what = real
     mem.add_many([{"text": f"final note {i}", "id": ids[i]} for i in range(4)])
     got = real.get(ids=ids, include=["metadatas"])
-    assert {rid: _row_parts(m)[2] for rid, m in zip(got["ids"], got["metadatas"], strict=True)} \
+    assert {rid: _row_parts(m)[1] for rid, m in zip(got["ids"], got["metadatas"], strict=True)} \
         == {ids[i]: f"final note {i}" for i in range(4)}
     assert [mem.get(i).text for i in ids] == [f"final note {i}" for i in range(4)]
     assert len(mem) == 5 and mem.get(kept.id) == kept
 
 
 def _row_parts(meta: dict) -> list[str]:
-    """A raw schema 4 row's ``sj_row``: [perishability JSON, adjacency JSON, text]."""
-    return meta["sj_row"].split("\x1f", 2)
+    """A raw schema 4 row's ``sj_row``: [perishability JSON, text]."""
+    return meta["sj_row"].split("\x1f", 1)
 
 
 def _reopen_with_old_row(memory_factory, mem, rec, row_id: str, text: str,
@@ -676,7 +676,7 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
     rec = mem.add("the user is parked on level 3 right now", context="at the mall")
     raw = mem._store.what.get(ids=[rec.id], include=["metadatas", "documents"])
     assert raw["documents"] == [None]
-    assert _row_parts(raw["metadatas"][0])[2] == rec.text
+    assert _row_parts(raw["metadatas"][0])[1] == rec.text
     assert "sj_text" not in mem.get(rec.id).metadata
     old_meta = {"sj_perish": json.dumps({"label": "factual", "pi": 0.05, "tau": 1e9,
                                          "value": 0.7, "source": "keyword"}),
@@ -690,29 +690,28 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
     assert hits.get(rec.id) == rec.text
     new = again.add("the car on level 3 is the red one")
     stored = again._store.what.get(ids=["schema2"], include=["metadatas", "documents"])
-    assert new.id in _row_parts(stored["metadatas"][0])[1]  # its edges were rewritten
+    assert new.id in stored["metadatas"][0]["sj_edges"]  # its edges were rewritten
     assert stored["documents"] == ["the car is on level 3"]
     assert again.get("schema2").text == "the car is on level 3"
     assert again.get(rec.id).text == rec.text
 
 
-def test_text_perishability_and_edges_share_one_key_and_schema_3_rows_still_read(
+def test_text_and_perishability_share_one_key_and_schema_3_rows_still_read(
         memory_factory) -> None:
-    """Schema 4 writes a memory's perishability, adjacency and text as ONE metadata key,
-    ``sj_row`` (Chroma's write costs more per key). A text holding the separator reads back
-    whole. A row of schema 3 (``sj_perish``, ``sj_edges`` and ``sj_text`` keys) reads back
-    the same; when a new memory links to it, its row is rewritten as ``sj_row``, which reads
-    win over the keys schema 3 left."""
+    """Schema 4 writes a memory's perishability and text as ONE metadata key, ``sj_row``
+    (Chroma's write costs per key), and its adjacency as ``sj_edges``, which linking rewrites
+    alone. A text holding the separator reads back whole. A row of schema 3 (``sj_perish``
+    and ``sj_text`` keys) reads back the same, before and after a new memory links to it."""
     mem = memory_factory()
     odd = "a text\x1fwith the separator\x1f twice"
     rec = mem.add("the user is parked on level 3 right now", context="at the mall")
     sep = mem.add(odd)
     raw = mem._store.what.get(ids=[rec.id, sep.id], include=["metadatas"])["metadatas"]
-    assert not {"sj_text", "sj_perish", "sj_edges"} & set(raw[0])
-    perish, edges, text = _row_parts(raw[0])
+    assert not {"sj_text", "sj_perish"} & set(raw[0])
+    perish, text = _row_parts(raw[0])
     assert (json.loads(perish)["label"], text) == (rec.label, rec.text)
-    assert sep.id in {e[0] for e in json.loads(edges)}  # an hour apart at most: linked
-    assert _row_parts(raw[1])[2] == odd
+    assert sep.id in {e[0] for e in json.loads(raw[0]["sj_edges"])}  # rewritten when sep came
+    assert _row_parts(raw[1])[1] == odd
     old_meta = {"sj_perish": json.dumps({"label": "factual", "pi": 0.05, "tau": 1e9,
                                          "value": 0.7, "source": "keyword"}),
                 "sj_t": rec.created_at_s - 60.0, "sj_edges": "[]",
@@ -725,13 +724,11 @@ def test_text_perishability_and_edges_share_one_key_and_schema_3_rows_still_read
                                                          0.05, 0.7)
     new = again.add("the car on level 3 is the red one")
     stored = again._store.what.get(ids=["schema3"], include=["metadatas"])["metadatas"][0]
-    assert stored["sj_edges"] == "[]"  # schema 3's key stays, under sj_row
-    assert new.id in _row_parts(stored)[1]
-    assert new.id in {e[0] for e in json.loads(again._store.get(["schema3"])[0].meta["sj_edges"])}
+    assert new.id in stored["sj_edges"] and "sj_row" not in stored
     again.close()
     final = memory_factory()
     assert final.get("schema3") == old
-    assert new.id in {e[0] for e in json.loads(final._store.get(["schema3"])[0].meta["sj_edges"])}
+    assert final.get(new.id).text == new.text
 
 
 def test_a_text_of_the_largest_size_round_trips_as_metadata(memory_factory) -> None:
