@@ -86,6 +86,10 @@ p.write_text(s)
 r = root / "README.md"
 t = r.read_text()
 a = t.index("### Performance"); b = t.index("### Reliability")
+# prose written below the table by hand (what the table does not show) is kept
+last = t.index("\n", t.index("| RAM / disk per memory", a)) + 1
+kept = t[last:b].strip("\n")
+kept = "\n" + kept + "\n\n" if kept else "\n"
 t = t[:a] + f"""### Performance
 
 `scrubjay bench perf --sizes 1000,10000,100000 --mode both --out docs/perf` (this machine:
@@ -113,7 +117,6 @@ run; the full tables, the targets met and not met, and what the profiler showed 
 | the write alone: the rows scrubjay wrote (text and metadata, no document) replayed into a fresh collection, embedded | {ing['synthetic']['same_rows_write_per_s']:.0f} / {ing['bundled']['same_rows_write_per_s']:.0f} per s | | {100*ing['synthetic']['same_rows_write_overhead']:+.0f}% / {100*ing['bundled']['same_rows_write_overhead']:+.0f}% |
 | reopen a 100k store | {mem['reopen_s']:.1f} s | | |
 | RAM / disk per memory | {mem['rss_bytes_per_memory']/1000:.1f} kB / {mem['disk_bytes_per_memory']/1000:.1f} kB | | |
-
-""" + t[b:]
+""" + kept + t[b:]
 r.write_text(t)
 print("ok", e_ratio, s_ratio)
