@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from langgraph.store.base import (
     BaseStore,
@@ -192,8 +192,8 @@ class ScrubJayStore(BaseStore):
             elif isinstance(op, PutOp):
                 self._put(op)
                 results.append(None)
-            else:
-                raise ValueError(f"Unknown operation type: {type(op).__name__}")
+            else:  # ValueError, as langgraph's own stores raise
+                raise ValueError(f"Unknown operation type: {type(op).__name__}")  # noqa: TRY004
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -268,7 +268,7 @@ class ScrubJayStore(BaseStore):
                 mem.close()
             self._mems.clear()
 
-    def __enter__(self) -> ScrubJayStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

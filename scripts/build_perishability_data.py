@@ -34,7 +34,7 @@ def parse_lifetime(token: str) -> int:
     match = LIFETIME_RE.match(token.strip())
     if match is None:
         raise ValueError(f"bad lifetime {token!r}")
-    return int(round(float(match.group(1)) * UNIT_S[match.group(2)]))
+    return round(float(match.group(1)) * UNIT_S[match.group(2)])
 
 
 def parse_file(path: Path) -> list[dict[str, object]]:

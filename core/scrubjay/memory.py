@@ -15,6 +15,7 @@ neighbours exactly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -26,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -486,17 +487,17 @@ class ScrubJayMemory:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False)
 
-    def __enter__(self) -> ScrubJayMemory:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort
-        try:  # no file writes here: at interpreter exit even open() may be gone
+        # best effort, errors ignored; no file writes here: at interpreter exit even open()
+        # may be gone
+        with contextlib.suppress(Exception):
             self._release(save_snapshot=False)
-        except Exception:
-            pass
 
     def _check_open(self) -> None:
         if self._closed:

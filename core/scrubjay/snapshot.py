@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import zlib
 from collections.abc import Sequence
@@ -199,7 +200,7 @@ def _decode(arrays: dict[str, NDArray[Any]], dim: int | None, graph: EpisodicGra
             len(floats[name]) != n for name in _FLOATS) or arrays["wdeg"].shape != (n,) \
             or arrays["drift"].shape != (n,):
         raise ValueError("columns of unequal length")
-    updated = [None if u != u else u for u in floats["updated"]]  # NaN: never updated
+    updated = [None if math.isnan(u) else u for u in floats["updated"]]  # NaN: never updated
     metadata = [json.loads(m) if m else {} for m in cols["metadata"]]
     records = [record_from_stored(values) for values in zip(
         cols["id"], cols["text"], cols["context"], cols["label"], floats["pi"], floats["tau"],

@@ -67,7 +67,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -589,7 +589,7 @@ class ChromaStore:
             try:
                 self._max_batch = max(1, min(_UPDATE_BATCH,
                                              int(self.client.get_max_batch_size())))
-            except Exception:  # an older or partial client: the conservative batch
+            except Exception:  # noqa: BLE001 - an older or partial client: the conservative batch
                 self._max_batch = _WRITE_BATCH
         return self._max_batch
 
@@ -1031,7 +1031,7 @@ class _EmbeddedClients:
     """
 
     _lock = threading.Lock()
-    _open: dict[str, tuple[Any, Any, int]] = {}
+    _open: ClassVar[dict[str, tuple[Any, Any, int]]] = {}
 
     @classmethod
     def acquire(cls, folder: str) -> Any:

@@ -154,7 +154,7 @@ def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | 
             try:
                 chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
                 break
-            except Exception:
+            except Exception:  # noqa: BLE001 - any error of a server still starting
                 if proc.poll() is not None or time.time() > deadline:
                     out.flush()
                     raise RuntimeError("chroma run did not start: "

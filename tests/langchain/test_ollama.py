@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from langchain_ollama import ChatOllama, OllamaEmbeddings
@@ -25,7 +25,7 @@ RCI = '{"delta_value": -0.5, "delta_pi": 0.2, "delta_tau": -0.25, "summary": "mo
 
 class FakeOllama(BaseHTTPRequestHandler):
     malformed = False
-    requests: list[dict[str, Any]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
     _hash = HashEmbedder(32)
 
     def log_message(self, *args: Any) -> None:  # keep the test output quiet

@@ -77,7 +77,7 @@ def test_round_trip_replace_and_delete(filled: ScrubJayStore) -> None:
 def test_search_ranks_by_scrubjay_score_with_stale_and_utility(filled: ScrubJayStore,
                                                                clock) -> None:
     res = filled.search(("users", "alice"), query="where is Alice parked")
-    assert [i.key for i in res][0] == "car"
+    assert next(i.key for i in res) == "car"
     assert all(isinstance(i, ScrubJaySearchItem) for i in res)
     assert [i.score for i in res] == sorted((i.score for i in res), reverse=True)
     assert {i.namespace[:2] for i in res} == {("users", "alice")}

@@ -718,8 +718,8 @@ def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: boo
 
 def _table(res: dict[str, Any]) -> str:
     lines = [f"## scrubjay bench perf ({res['nproc']} cores, k={res['k']})", "",
-             "| N | mode | sj p50/p95 ms | chroma p50/p95 ms | sj/chroma p50 | recall@k | "
-             "numpy scan p50 | LangChain TW p50 | LlamaIndex TW p50 |",
+             ("| N | mode | sj p50/p95 ms | chroma p50/p95 ms | sj/chroma p50 | recall@k | "
+              "numpy scan p50 | LangChain TW p50 | LlamaIndex TW p50 |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for n, row in res["search"]["by_n"].items():
         for mode in ("embedded", "server"):
@@ -771,21 +771,21 @@ def _table(res: dict[str, Any]) -> str:
     lines += ["", "RCI:", "", "| affected | LLM calls | latency ms |", "|---|---|---|"]
     for r in rci["events"]:
         lines.append(f"| {r['affected']:,} | {r['llm_calls']} | {r['latency_ms']:.1f} |")
-    lines += ["", f"{rci['largest']:,} affected vs one Chroma metadata update of "
-              f"{rci['largest']:,} records ({rci['chroma_update_ms']:.0f} ms): "
-              f"{rci['largest_vs_chroma_update']:.2f}x"]
+    lines += ["", (f"{rci['largest']:,} affected vs one Chroma metadata update of "
+                   f"{rci['largest']:,} records ({rci['chroma_update_ms']:.0f} ms): "
+                   f"{rci['largest_vs_chroma_update']:.2f}x")]
     b = res["buffer"]
-    lines += ["", f"Buffer at N={b['n']:,}: hit rate {b['hit_rate']:.2f}; buffered p50 "
-              f"{b['buffered']['p50_ms']:.2f} ms vs full p50 {b['full']['p50_ms']:.2f} ms "
-              f"({b['speedup_p50']:.1f}x), each timed inside a stream of its own calls"]
+    lines += ["", (f"Buffer at N={b['n']:,}: hit rate {b['hit_rate']:.2f}; buffered p50 "
+                   f"{b['buffered']['p50_ms']:.2f} ms vs full p50 {b['full']['p50_ms']:.2f} ms "
+                   f"({b['speedup_p50']:.1f}x), each timed inside a stream of its own calls")]
     if "alternating" in b:
         alt = b["alternating"]
         lines += ["", ("Buffer, each buffered search right after a full one (CPU caches cold): "
                        f"buffered p50 {alt['buffered']['p50_ms']:.2f} ms vs full p50 "
                        f"{alt['full']['p50_ms']:.2f} ms ({alt['speedup_p50']:.1f}x)")]
     m = res["memory"]
-    lines += ["", f"Memory at N={m['n']:,}: {m['rss_bytes_per_memory']:.0f} B/memory RSS, "
-              f"{m['disk_bytes_per_memory']:.0f} B/memory on disk; reopen {m['reopen_s']:.2f} s"]
+    lines += ["", (f"Memory at N={m['n']:,}: {m['rss_bytes_per_memory']:.0f} B/memory RSS, "
+                   f"{m['disk_bytes_per_memory']:.0f} B/memory on disk; reopen {m['reopen_s']:.2f} s")]
     return "\n".join(lines) + "\n"
 
 

@@ -117,8 +117,8 @@ def evaluate(rows: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:
 def format_report(result: dict[str, Any]) -> str:
     """The figures as Markdown tables."""
     head = "| system | accuracy | " + " | ".join(s for s, _ in SHOWN) + " | MAE log10 L |"
-    lines = [f"Held-out statements: {result['n']}; stale when U/V < {result['stale_ratio']}; "
-             f"accuracy = mean over 25 log-spaced ages from 1 min to 2 years.", "", head,
+    lines = [(f"Held-out statements: {result['n']}; stale when U/V < {result['stale_ratio']}; "
+              f"accuracy = mean over 25 log-spaced ages from 1 min to 2 years."), "", head,
              "|" + "---|" * (len(SHOWN) + 3)]
     for name, e in result["systems"].items():
         mae = "-" if e["mae_log10_lifetime"] is None else f"{e['mae_log10_lifetime']:.2f}"
@@ -126,15 +126,15 @@ def format_report(result: dict[str, Any]) -> str:
                      + " | ".join(f"{e['at'][s]:.2f}" for s, _ in SHOWN) + f" | {mae} |")
     la = result["label_accuracy"]
     t = result["timing"]
-    lines += ["", f"Label accuracy: estimator {la['estimator']:.3f}, keyword rule "
-              f"{la['keyword rule (paper)']:.3f}.",
-              f"Cost: model load {t['model_load_s']:.2f} s once per process (includes the "
-              f"bundled embedder when not yet loaded); estimate "
-              f"{t['estimate_ms_per_statement']:.3f} ms per statement (features + embedding) "
-              f"vs embedding text and context alone {t['embed_ms_per_statement']:.3f} ms; "
-              f"ScrubJayMemory.add_many (in-memory Chroma, batches of 32) "
-              f"{t['add_ms_estimator']:.2f} ms per memory with the estimator vs "
-              f"{t['add_ms_keyword']:.2f} ms with the keyword rule (same run)."]
+    lines += ["", (f"Label accuracy: estimator {la['estimator']:.3f}, keyword rule "
+                   f"{la['keyword rule (paper)']:.3f}."),
+              (f"Cost: model load {t['model_load_s']:.2f} s once per process (includes the "
+               f"bundled embedder when not yet loaded); estimate "
+               f"{t['estimate_ms_per_statement']:.3f} ms per statement (features + embedding) "
+               f"vs embedding text and context alone {t['embed_ms_per_statement']:.3f} ms; "
+               f"ScrubJayMemory.add_many (in-memory Chroma, batches of 32) "
+               f"{t['add_ms_estimator']:.2f} ms per memory with the estimator vs "
+               f"{t['add_ms_keyword']:.2f} ms with the keyword rule (same run).")]
     return "\n".join(lines)
 
 
@@ -179,8 +179,8 @@ def cross_validate(folds: int = 5, spec: FeatureSpec | None = None) -> dict[str,
 
 def format_cv(result: dict[str, Any]) -> str:
     """The cross-validation figures as a Markdown table."""
-    lines = [f"{result['folds']}-fold cross-validation grouped by domain on the train split "
-             f"({result['n']} statements; the test split is not read).", "",
+    lines = [(f"{result['folds']}-fold cross-validation grouped by domain on the train split "
+              f"({result['n']} statements; the test split is not read)."), "",
              "| lifetime model | stale/valid accuracy | MAE log10 L |", "|---|---|---|"]
     for name, e in result["systems"].items():
         lines.append(f"| {name} | {e['accuracy']:.3f} | {e['mae_log10_lifetime']:.2f} |")

@@ -660,22 +660,22 @@ def _make_queries(
             subject=target.subject, attribute=target.attribute, future_task=future_task
         )
         raw.append(
-            dict(
-                text=text,
-                time_s=round(target.created_at_s + offset * config.session_length_s, 3),
-                kind=kind,
-                interval=iv.name,
-                held_out=iv.held_out,
-                offset_sessions=offset,
-                target_memory_id=target.memory_id,
-                type_id=target.type_id,
-                category=target.category,
-                answer_value=target.value,
-                ground_truth_valid=(
+            {
+                "text": text,
+                "time_s": round(target.created_at_s + offset * config.session_length_s, 3),
+                "kind": kind,
+                "interval": iv.name,
+                "held_out": iv.held_out,
+                "offset_sessions": offset,
+                "target_memory_id": target.memory_id,
+                "type_id": target.type_id,
+                "category": target.category,
+                "answer_value": target.value,
+                "ground_truth_valid": (
                     False if distractor else config.is_valid(target.type_id, iv.name)
                 ),
-                is_distractor=distractor,
-            )
+                "is_distractor": distractor,
+            }
         )
 
     for type_id in MEMORY_TYPES:

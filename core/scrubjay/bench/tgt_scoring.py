@@ -805,8 +805,8 @@ def format_audit(report: AuditReport) -> str:
     wv = max(len(c.display) for c in report.checks)
     wt = max(len(c.threshold) for c in report.checks)
     lines = [
-        f"TGT audit: {report.n_instances} instances, {report.n_memories} memories, "
-        f"{report.n_queries} queries",
+        (f"TGT audit: {report.n_instances} instances, {report.n_memories} memories, "
+         f"{report.n_queries} queries"),
         f"{'criterion':<{w}}  {'value':<{wv}}  {'threshold':<{wt}}  result",
         "-" * (w + wv + wt + 12),
     ]
