@@ -174,8 +174,9 @@ class ScrubJayRetriever(BaseRetriever):
                        namespace: str = "default", **kwargs: Any) -> ScrubJayRetriever:
         """A retriever over a memory (given, or opened from ``path``/``client=``) holding
         ``documents``. Other keyword arguments go to the memory or the retriever."""
-        retriever = cls(memory=memory, path=path, namespace=namespace, **kwargs) \
-            if memory is None else cls(memory=memory, **kwargs)
+        # (path= and namespace= are read by the model's validator, which opens the memory)
+        opened: dict[str, Any] = {"memory": None, "path": path, "namespace": namespace}
+        retriever = cls(**opened, **kwargs) if memory is None else cls(memory=memory, **kwargs)
         retriever.add_documents(documents)
         return retriever
 

@@ -206,7 +206,8 @@ class ScrubJayStore(BaseStore):
         if mem is None:
             return None
         try:
-            return record_to_item(mem.get(_memory_id(op.namespace, op.key)))
+            item: Item = record_to_item(mem.get(_memory_id(op.namespace, op.key)))
+            return item
         except MemoryNotFoundError:
             return None
 

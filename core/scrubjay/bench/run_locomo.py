@@ -122,7 +122,8 @@ def load_locomo(data_dir: str | Path) -> list[dict[str, Any]]:
     if p.is_dir():
         p = p / "locomo10.json" if (p / "locomo10.json").exists() else p / "locomo" / \
             "locomo10.json"
-    return json.loads(p.read_text())
+    samples: list[dict[str, Any]] = json.loads(p.read_text())
+    return samples
 
 
 def run_locomo(data_dir: str | Path | None = None, *,

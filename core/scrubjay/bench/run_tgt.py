@@ -25,7 +25,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from scrubjay.bench import tgt_scoring as ts
 from scrubjay.bench.common import environment, get_embedder, md_table, pct, write_json
@@ -324,14 +324,14 @@ def plot_intervals(res: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(10, 4.8))
     x = list(range(len(ivs)))
     series = [("always-valid floor", res["always_valid_floor"])] + list(res["systems"].items())
-    colors = plt.get_cmap("tab20").colors
+    colors = cast(Any, plt.get_cmap("tab20")).colors  # a ListedColormap
     markers = "osD^v<>ph*Xd"
     for j, (name, r) in enumerate(series):
         means = [100 * r["per_interval"][k]["mean"] for k in ivs]
         hws = [r["per_interval"][k]["half_width"] for k in ivs]
         err = [0.0 if h is None or math.isnan(h) else 100 * h for h in hws]
         if name.startswith("always"):
-            style = {"linestyle": ":", "color": "grey", "linewidth": 1.5}
+            style: dict[str, Any] = {"linestyle": ":", "color": "grey", "linewidth": 1.5}
         elif name == "SJ-full":
             style = {"color": "black", "linewidth": 2.8}
         else:

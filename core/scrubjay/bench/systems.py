@@ -39,6 +39,7 @@ system a task description before its queries, so ``prepare()`` is never called a
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import logging
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -299,7 +300,7 @@ class DenseSystem(_Base):
     def cosines(self, query: str) -> NDArray[np.float64]:
         self._ensure()
         e = self.embedder.embed([query], query=True)[0]
-        return (self._vecs @ e).astype(np.float64)
+        return np.asarray(self._vecs @ e, dtype=np.float64)
 
     def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
         if not self.items:
@@ -587,6 +588,10 @@ class ScrubJaySystem:
 # Registry
 # ---------------------------------------------------------------------------------------------
 
+def _scrubjay_system(e: Embedder, seed: int, *, variant: str) -> Any:
+    return ScrubJaySystem(e, variant)
+
+
 _FACTORIES: dict[str, Callable[[Embedder, int], Any]] = {
     "B0-random": lambda e, seed: RandomSystem(seed),
     "B2-bm25": lambda e, seed: BM25System(),
@@ -595,7 +600,7 @@ _FACTORIES: dict[str, Callable[[Embedder, int], Any]] = {
     "B5-dense-recency": lambda e, seed: DenseRecencySystem(e),
     "LC-time-weighted": lambda e, seed: LangChainTimeWeightedSystem(e),
     "LI-time-weighted": lambda e, seed: LlamaIndexTimeWeightedSystem(e),
-    **{v: (lambda e, seed, v=v: ScrubJaySystem(e, v)) for v in SCRUBJAY_VARIANTS},
+    **{v: functools.partial(_scrubjay_system, variant=v) for v in SCRUBJAY_VARIANTS},
 }
 
 SYSTEM_NAMES = tuple(_FACTORIES)
