@@ -611,11 +611,11 @@ class ChromaStore:
         at = float(updated_at_s)
         metas = [{_RCI_KEY: pack_rci(v[i], p[i], t[i], at, d[i],
                                      None if reindex[i] else what[i])} for i in range(len(ids))]
-        near, far = np.flatnonzero(~reindex).tolist(), np.flatnonzero(reindex)
-        if len(near):
+        near, far = (np.flatnonzero(m).tolist() for m in (~reindex, reindex))
+        if near:
             self.update_meta([ids[i] for i in near], [metas[i] for i in near])
-        if len(far):
-            self.update_meta([ids[i] for i in far.tolist()], [metas[i] for i in far.tolist()],
+        if far:
+            self.update_meta([ids[i] for i in far], [metas[i] for i in far],
                              what=np.asarray(what)[far])
         return recorded
 
