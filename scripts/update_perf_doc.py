@@ -86,10 +86,29 @@ p.write_text(s)
 r = root / "README.md"
 t = r.read_text()
 a = t.index("### Performance"); b = t.index("### Reliability")
-# prose written below the table by hand (what the table does not show) is kept
-last = t.index("\n", t.index("| RAM / disk per memory", a)) + 1
-kept = t[last:b].strip("\n")
-kept = "\n" + kept + "\n\n" if kept else "\n"
+# the ingest target, in this run and in the other runs kept in docs/perf/runs/ (their own
+# perf.json, the same command on other machines)
+def _ingest(res):
+    e, v = res["ingest"], res["ingest"]["server"]
+    return tuple(100 * x[k]["overhead"] for x in (e, v) for k in ("synthetic", "bundled"))
+met = sum(x <= 25 for x in _ingest(d))
+others = []
+for f in sorted((root / "docs/perf/runs").glob("*/perf.json")):
+    o = json.loads(f.read_text())
+    es, eb, vs, vb = _ingest(o)
+    raw = o["ingest"]
+    others.append(f"`{f.parent.relative_to(root)}` {es:+.0f}% / {eb:+.0f}% embedded and "
+                  f"{vs:+.0f}% / {vb:+.0f}% server (its raw add: "
+                  f"{raw['synthetic']['embed_plus_chroma_add_per_s']:.0f} / "
+                  f"{raw['bundled']['embed_plus_chroma_add_per_s']:.0f} per s)")
+kept = (f"""
+The ingest overhead target (<= 25% over embedding + Chroma add) is **not met**: the table's
+run is under it in {met} figure{"" if met == 1 else "s"} of four. """ + ("Runs of the same command on a machine whose Chroma "
+"writes are faster (outputs kept in `docs/perf/runs/`): " + "; ".join(others) + ". Scrubjay's "
+"own work per memory stays; the raw write it is measured against shrinks. " if others else "")
++ """docs/performance.md ("Not done") has the runs and why.
+
+""")
 t = t[:a] + f"""### Performance
 
 `scrubjay bench perf --sizes 1000,10000,100000 --mode both --out docs/perf` (this machine:
