@@ -4,8 +4,9 @@ A namespace ``ns`` lives in two collections (cosine space, no Chroma embedding f
 Chroma never downloads a model):
 
 * ``sj_{ns}_what``: one record per memory; embedding ``w_what``; metadata = the text and
-  perishability in one key (``sj_row``, below), the adjacency (``sj_edges``), the time and
-  bookkeeping plus the user's metadata; no Chroma document. Its collection metadata
+  perishability in one key (``sj_row``, below), the time and bookkeeping plus the user's
+  metadata, and against a server the adjacency (``sj_edges``; an embedded store keeps it in
+  its edge file, below); no Chroma document. Its collection metadata
   records the schema version, the embedder's name and dimension and the prospective buffer.
 * ``sj_{ns}_where``: the same ids, embedding ``w_where``; only memories with a non-empty
   context have a row (an empty context embeds to the zero vector).
@@ -37,6 +38,17 @@ overflow page (replays of the ingest benchmark's 10,000 rows, three alternating 
 schema 3's keys 8.10 s and 3,750 bytes of ``chroma.sqlite3`` per row; these 7.08 s and 3,690
 bytes; all three in one key of about 1,050 bytes 7.62 s and 7,059 bytes;
 docs/performance.md, item 25).
+
+Since schema 5 an embedded (``path=``) store keeps the adjacency in an SQLite file of its
+own beside Chroma's, :data:`EDGE_FILE` (:class:`_EdgeFile`): one transaction per batch, after
+Chroma took the rows. Its rows win over an ``sj_edges`` key that a schema 4 row still holds;
+reads merge them into each row's metadata, so the rest of the package sees ``sj_edges`` as
+before. Why: of an embedded write of the ingest benchmark's rows, the adjacency key was the
+dearest part (replays of 10,000 rows in one process, two rounds: 6.2-6.4 s with it, 4.7-5.0 s
+without), and linking rewrites it in hundreds to thousands of older rows per 10,000 new ones
+(docs/performance.md, item 26). Against a server (several processes share the store) the
+adjacency stays in Chroma. Copying an embedded store's collections elsewhere must carry the
+edge file's rows along (:meth:`ChromaStore.edges_of`; the benchmark's ``_copy_to`` does).
 
 The text is a metadata key, not Chroma's document (schema 3; schemas 1 and 2 kept it as the
 document, still read): Chroma indexes a document for full-text search (SQLite FTS5, trigrams),
@@ -75,6 +87,7 @@ from numpy.typing import NDArray
 from .errors import EmbedderMismatchError, StoreError, StoreLockedError
 
 __all__ = [
+    "EDGE_FILE",
     "INDEX_DRIFT_MAX_RAD",
     "SCHEMA_VERSION",
     "SYNC_THRESHOLD",
@@ -87,9 +100,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: 5: an embedded store's adjacency in its edge file (:data:`EDGE_FILE`), not in Chroma;
 #: 4: perishability and text in one key, ``sj_row``; 3: the text in ``sj_text``, no
 #: document; 2: perishability packed in ``sj_perish``; 1: a key per field (all still read).
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _PAGE = 2_000
 _USER_PREFIX = "u_"
 #: Chroma names a vector-index folder after its segment's UUID.
@@ -123,6 +137,12 @@ _TEXT_KEY = "sj_text"
 #: Metadata key of schema 4's packed row, and the separator of its two parts.
 _ROW_KEY = "sj_row"
 _ROW_SEP = "\x1f"
+#: Metadata key of a memory's adjacency (JSON, :meth:`~scrubjay.graph.EpisodicGraph.dumps`).
+_EDGES_KEY = "sj_edges"
+#: An embedded store's edge file, in its folder: the adjacency of every namespace there.
+EDGE_FILE = "scrubjay-graph.sqlite3"
+#: Ids per statement of the edge file (SQLite allows 32,766 variables).
+_EDGE_BATCH = 5_000
 #: Metadata key of a memory's latest RCI update (see the module docstring).
 _RCI_KEY = "sj_rci"
 #: Metadata key of a memory's perishability when written, and its fields as read (the
@@ -217,13 +237,16 @@ def pack_row(perishability: str, text: str) -> str:
     return f"{perishability}{_ROW_SEP}{text}"
 
 
-def _row_meta(meta: Mapping[str, Any], text: str) -> dict[str, Any]:
+def _row_meta(meta: Mapping[str, Any], text: str, *, edges: bool = True) -> dict[str, Any]:
     """A new record's Chroma metadata: ``sj_perish`` and the text packed into ``sj_row`` (a
-    record without ``sj_perish`` keeps schema 3's layout)."""
+    record without ``sj_perish`` keeps schema 3's layout); ``edges=False``: without
+    ``sj_edges`` (an embedded store keeps it in its edge file)."""
     perish = meta.get(_PERISH_KEY)
+    drop = (_PERISH_KEY,) if edges else (_PERISH_KEY, _EDGES_KEY)
+    out = {k: v for k, v in meta.items() if k not in drop}
     if not isinstance(perish, str):
-        return {**meta, _TEXT_KEY: text}
-    out = {k: v for k, v in meta.items() if k != _PERISH_KEY}
+        out[_TEXT_KEY] = text
+        return out
     out[_ROW_KEY] = pack_row(perish, text)
     return out
 
@@ -270,10 +293,14 @@ def _wrap(action: str, exc: Exception) -> StoreError:
 
 
 def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
-          vectors: bool) -> Iterator[StoredRow]:
-    """StoredRows from a Chroma ``get`` answer (and the where-vectors fetched beside it)."""
+          vectors: bool, edges: Mapping[str, str]) -> Iterator[StoredRow]:
+    """StoredRows from a Chroma ``get`` answer (and the where-vectors and edge-file
+    adjacency read beside it; the edge file's wins over an ``sj_edges`` key of schema 4)."""
     for i, rid in enumerate(got["ids"]):
         meta = dict(got["metadatas"][i] or {})
+        adjacency = edges.get(rid)
+        if adjacency is not None:
+            meta[_EDGES_KEY] = adjacency
         exact, drift = _fold_packed(meta)
         row = StoredRow(id=rid, text=_text(meta, got["documents"][i]), meta=meta)
         if vectors:
@@ -366,6 +393,118 @@ def _set_sync_threshold(col: Any) -> None:
         logger.debug("could not set the sync_threshold of %s: %s", col.name, exc)
 
 
+class _EdgeFile:
+    """An embedded store's adjacency lists: :data:`EDGE_FILE` in its folder, an SQLite table
+    ``adjacency(namespace, id, edges)`` (the JSON that schema 4 kept as each Chroma row's
+    ``sj_edges``) and a counter of writes per namespace (part of the change marker).
+
+    Why not in Chroma: its embedded write costs per metadata key and per byte, and the
+    adjacency is the largest key, rewritten whenever a memory gains or loses an edge (replays
+    of the ingest benchmark's 10,000 rows: 6.2-6.4 s with ``sj_edges``, 4.7-5.0 s without;
+    docs/performance.md, item 26). One transaction here writes a batch's adjacency (the new
+    memories' and that of the older ones whose edges changed) after Chroma took its rows, so
+    a crash between the two leaves the new memories without edges and every older memory
+    with the edges it had, consistently. The folder's lock keeps it to one process; a
+    connection serves the threads of one store under a lock.
+    """
+
+    def __init__(self, folder: str, namespace: str) -> None:
+        self.namespace = namespace
+        self._lock = threading.Lock()
+        self._con: sqlite3.Connection | None = None
+        try:
+            con = sqlite3.connect(Path(folder) / EDGE_FILE, timeout=30,
+                                  check_same_thread=False)
+            self._con = con
+            con.execute("PRAGMA journal_mode = WAL")
+            # NORMAL: a killed process loses no commit (WAL); a power cut may lose the last
+            # ones, never the file (the memories then lack those edges, both ends alike)
+            con.execute("PRAGMA synchronous = NORMAL")
+            with con:
+                con.execute("CREATE TABLE IF NOT EXISTS adjacency (namespace TEXT NOT NULL, "
+                            "id TEXT NOT NULL, edges TEXT NOT NULL, "
+                            "PRIMARY KEY (namespace, id)) WITHOUT ROWID")
+                con.execute("CREATE TABLE IF NOT EXISTS writes (namespace TEXT PRIMARY KEY, "
+                            "n INTEGER NOT NULL)")
+        except sqlite3.Error as exc:
+            self.close()
+            raise StoreError(f"Cannot open the edge file {EDGE_FILE!r} in {folder!r}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._con is None:
+            raise StoreError(f"The edge file of namespace {self.namespace!r} is closed")
+        return self._con
+
+    def write(self, pairs: Sequence[tuple[str, str | None]]) -> None:
+        """Set each id's adjacency (None: remove it), all in one transaction."""
+        if not pairs:
+            return
+        ns = self.namespace
+        keep = [(ns, i, e) for i, e in pairs if e is not None]
+        gone = [(ns, i) for i, e in pairs if e is None]
+        try:
+            with self._lock, self._connection() as con:
+                con.executemany("INSERT OR REPLACE INTO adjacency VALUES (?, ?, ?)", keep)
+                con.executemany("DELETE FROM adjacency WHERE namespace = ? AND id = ?", gone)
+                self._count(con)
+        except sqlite3.Error as exc:
+            raise self._error(f"write the edges of {len(pairs)} memories", exc) from exc
+
+    def delete(self, ids: Sequence[str]) -> None:
+        self.write([(i, None) for i in ids])
+
+    def drop(self) -> None:
+        """Remove the namespace's adjacency and counter."""
+        try:
+            with self._lock, self._connection() as con:
+                con.execute("DELETE FROM adjacency WHERE namespace = ?", (self.namespace,))
+                con.execute("DELETE FROM writes WHERE namespace = ?", (self.namespace,))
+        except sqlite3.Error as exc:
+            raise self._error("drop the namespace's edges", exc) from exc
+
+    def _error(self, action: str, exc: Exception) -> StoreError:
+        return StoreError(f"The edge file {EDGE_FILE!r} failed to {action} (namespace "
+                          f"{self.namespace!r}): {type(exc).__name__}: {exc}")
+
+    def _count(self, con: sqlite3.Connection) -> None:
+        con.execute("INSERT INTO writes VALUES (?, 1) ON CONFLICT (namespace) "
+                    "DO UPDATE SET n = n + 1", (self.namespace,))
+
+    def read(self, ids: Sequence[str]) -> dict[str, str]:
+        """The adjacency of those ``ids`` that have one here."""
+        out: dict[str, str] = {}
+        ids = list(ids)
+        try:
+            with self._lock:
+                con = self._connection()
+                for lo in range(0, len(ids), _EDGE_BATCH):
+                    part = ids[lo:lo + _EDGE_BATCH]
+                    marks = ",".join("?" * len(part))
+                    out.update(con.execute(
+                        "SELECT id, edges FROM adjacency WHERE namespace = ? AND id IN "
+                        f"({marks})", [self.namespace, *part]).fetchall())
+        except sqlite3.Error as exc:
+            raise self._error(f"read the edges of {len(ids)} memories", exc) from exc
+        return out
+
+    def writes(self) -> int:
+        """How many transactions wrote this namespace (the change marker's part)."""
+        try:
+            with self._lock:
+                row = self._connection().execute("SELECT n FROM writes WHERE namespace = ?",
+                                                 (self.namespace,)).fetchone()
+        except sqlite3.Error as exc:
+            raise self._error("read its write count", exc) from exc
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        if self._con is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._con.close()
+            self._con = None
+
+
 class ChromaStore:
     """The two Chroma collections of one namespace."""
 
@@ -384,6 +523,8 @@ class ChromaStore:
         #: Per (horizon, n): where the next :meth:`nearest_in_time` call's reads start, the
         #: width that would hold 2n memories a side at the density the last call read.
         self._time_width: dict[tuple[float, int], float] = {}
+        #: An embedded store's adjacency (schema 5); None: it is in Chroma (``sj_edges``).
+        self._edge_file: _EdgeFile | None = None
         try:
             hnsw = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
             self.what = client.get_or_create_collection(
@@ -397,6 +538,12 @@ class ChromaStore:
             raise _wrap(f"open the collections of namespace {namespace!r}", exc) from exc
         for col in (self.what, self.where):
             _set_sync_threshold(col)
+        if path is not None:
+            try:
+                self._edge_file = _EdgeFile(path, namespace)
+            except StoreError:
+                self.close()
+                raise
 
     @classmethod
     def open_path(cls, path: str | os.PathLike[str], namespace: str) -> ChromaStore:
@@ -411,6 +558,8 @@ class ChromaStore:
 
     def close(self) -> None:
         """Release this store's share of the embedded client and its process lock."""
+        if self._edge_file is not None:
+            self._edge_file.close()
         if self.path is not None:
             _EmbeddedClients.release(self.path)
             self.path = None
@@ -491,6 +640,8 @@ class ChromaStore:
             return None
         seqs = [rows.get(cid) for cid in ids]
         marker = "|".join(f"{cid}:{seq!r}" for cid, seq in zip(ids, seqs, strict=True))
+        if self._edge_file is not None:
+            marker += f"|edges:{self._edge_file.writes()}"
         if not counts:
             return marker
         n = [self.count(), int(self.where.count())]
@@ -557,10 +708,13 @@ class ChromaStore:
             for lo in range(0, len(ids), _WRITE_BATCH):
                 sl = slice(lo, lo + _WRITE_BATCH)
                 self.what.add(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
-                              metadatas=[_row_meta(m, t)
+                              metadatas=[_row_meta(m, t, edges=self._edge_file is None)
                                          for m, t in zip(metas[sl], texts[sl], strict=True)])
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc
+        if self._edge_file is not None:
+            self._edge_file.write([(i, m.get(_EDGES_KEY)) for i, m in zip(ids, metas,
+                                                                          strict=True)])
 
     def update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                     what: NDArray[np.float32] | None = None) -> None:
@@ -571,6 +725,22 @@ class ChromaStore:
 
     def _update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                      what: NDArray[np.float32] | None) -> None:
+        edges: list[tuple[str, str | None]] = []
+        if self._edge_file is not None and any(_EDGES_KEY in m for m in metas):
+            # the adjacency goes to the edge file; Chroma gets the other keys, if any
+            edges = [(i, m[_EDGES_KEY]) for i, m in zip(ids, metas, strict=True)
+                     if _EDGES_KEY in m]
+            rest = [(i, {k: v for k, v in m.items() if k != _EDGES_KEY})
+                    for i, m in zip(ids, metas, strict=True)]
+            if what is None:
+                rest = [(i, m) for i, m in rest if m]
+            ids, metas = [i for i, _ in rest], [m for _, m in rest]
+        self._update_chroma(ids, metas, what)
+        if edges and self._edge_file is not None:
+            self._edge_file.write(edges)
+
+    def _update_chroma(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
+                       what: NDArray[np.float32] | None) -> None:
         step = self._update_batch() if what is None else _WRITE_BATCH
         try:
             for lo in range(0, len(ids), step):
@@ -635,6 +805,8 @@ class ChromaStore:
                 self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
         except Exception as exc:
             raise _wrap(f"delete {len(ids)} memories", exc) from exc
+        if self._edge_file is not None:
+            self._edge_file.delete(ids)
 
     def _redact_log(self, ids: Sequence[str] | None = None,
                     collection_ids: Sequence[str] | None = None) -> None:
@@ -699,10 +871,15 @@ class ChromaStore:
                 part = list(ids[lo:lo + _READ_BATCH])
                 got = _retry(self.what.get, ids=part, include=include)
                 where_vecs = self._where_embeddings(part) if vectors and where_vectors else {}
-                rows.update((row.id, row) for row in _rows(got, where_vecs, vectors))
+                rows.update((row.id, row) for row in _rows(got, where_vecs, vectors,
+                                                           self.edges_of(got["ids"])))
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories", exc) from exc
         return [rows[i] for i in ids if i in rows]
+
+    def edges_of(self, ids: Sequence[str]) -> dict[str, str]:
+        """The edge file's adjacency of ``ids`` (empty when Chroma holds it)."""
+        return self._edge_file.read(ids) if self._edge_file is not None and ids else {}
 
     def where_vectors(self, ids: Sequence[str]) -> dict[str, NDArray[np.float32]]:
         """The where-vectors of those ``ids`` that have one (a memory without a context has
@@ -733,7 +910,7 @@ class ChromaStore:
                 where_vecs = self._where_embeddings(ids) if vectors else {}
             except Exception as exc:
                 raise _wrap("read the namespace", exc) from exc
-            yield from _rows(got, where_vecs, vectors)
+            yield from _rows(got, where_vecs, vectors, self.edges_of(ids))
             if len(ids) < _PAGE:
                 return
             offset += _PAGE
@@ -771,7 +948,7 @@ class ChromaStore:
             where_vecs = self._where_embeddings(flat["ids"] or []) if where_vectors else {}
         except Exception as exc:
             raise _wrap("query the what collection", exc) from exc
-        return list(_rows(flat, where_vecs, True))
+        return list(_rows(flat, where_vecs, True, self.edges_of(flat["ids"] or [])))
 
     def query_scored(self, which: str, vector: NDArray[np.float32], n: int, *,
                      rows: bool) -> tuple[list[StoredRow], NDArray[np.float64]]:
@@ -799,9 +976,12 @@ class ChromaStore:
         ids = list(got["ids"][0])
         sims = distance_to_similarity(got["distances"][0])
         docs, metas = got["documents"][0], got["metadatas"][0]
+        edges = self.edges_of(ids)
         out = []
         for i, rid in enumerate(ids):
             meta = dict(metas[i] or {})
+            if rid in edges:
+                meta[_EDGES_KEY] = edges[rid]
             exact, drift = _fold_packed(meta)
             row = StoredRow(id=rid, text=_text(meta, docs[i]), meta=meta)
             if exact is not None:  # RCI moved it: the index vector is off by up to ``drift``
@@ -1007,6 +1187,8 @@ class ChromaStore:
             with contextlib.suppress(Exception):
                 self.client.delete_collection(f"{self.prefix}{self.namespace}_{suffix}")
         self._redact_log(collection_ids=collection_ids)
+        if self._edge_file is not None:
+            self._edge_file.drop()
 
 
 def dumps_user_meta(meta: Mapping[str, Any]) -> str:

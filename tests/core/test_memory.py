@@ -628,6 +628,12 @@ def _row_parts(meta: dict) -> list[str]:
     return meta["sj_row"].split("\x1f", 1)
 
 
+def _adjacency(mem, mid: str) -> str:
+    """A memory's stored adjacency (``sj_edges`` JSON) as the store reads it: from Chroma's
+    row against a server, from the edge file in an embedded store."""
+    return mem._store.get([mid])[0].meta.get("sj_edges", "[]")
+
+
 def _reopen_with_old_row(memory_factory, mem, rec, row_id: str, text: str,
                          meta: dict, *, schema: int):
     """Write a row as an older schema did (the text as Chroma's document, ``meta`` as given)
@@ -690,7 +696,7 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
     assert hits.get(rec.id) == rec.text
     new = again.add("the car on level 3 is the red one")
     stored = again._store.what.get(ids=["schema2"], include=["metadatas", "documents"])
-    assert new.id in stored["metadatas"][0]["sj_edges"]  # its edges were rewritten
+    assert new.id in _adjacency(again, "schema2")  # its edges were rewritten
     assert stored["documents"] == ["the car is on level 3"]
     assert again.get("schema2").text == "the car is on level 3"
     assert again.get(rec.id).text == rec.text
@@ -699,8 +705,7 @@ def test_the_text_is_metadata_not_a_document_and_schema_2_rows_still_read(memory
 def test_text_and_perishability_share_one_key_and_schema_3_rows_still_read(
         memory_factory) -> None:
     """Schema 4 writes a memory's perishability and text as ONE metadata key, ``sj_row``
-    (Chroma's write costs per key), and its adjacency as ``sj_edges``, which linking rewrites
-    alone. A text holding the separator reads back whole. A row of schema 3 (``sj_perish``
+    (Chroma's write costs per key), and its adjacency apart, which linking rewrites alone. A text holding the separator reads back whole. A row of schema 3 (``sj_perish``
     and ``sj_text`` keys) reads back the same, before and after a new memory links to it."""
     mem = memory_factory()
     odd = "a text\x1fwith the separator\x1f twice"
@@ -710,7 +715,7 @@ def test_text_and_perishability_share_one_key_and_schema_3_rows_still_read(
     assert not {"sj_text", "sj_perish"} & set(raw[0])
     perish, text = _row_parts(raw[0])
     assert (json.loads(perish)["label"], text) == (rec.label, rec.text)
-    assert sep.id in {e[0] for e in json.loads(raw[0]["sj_edges"])}  # rewritten when sep came
+    assert sep.id in {e[0] for e in json.loads(_adjacency(mem, rec.id))}  # rewritten then
     assert _row_parts(raw[1])[1] == odd
     old_meta = {"sj_perish": json.dumps({"label": "factual", "pi": 0.05, "tau": 1e9,
                                          "value": 0.7, "source": "keyword"}),
@@ -724,7 +729,7 @@ def test_text_and_perishability_share_one_key_and_schema_3_rows_still_read(
                                                          0.05, 0.7)
     new = again.add("the car on level 3 is the red one")
     stored = again._store.what.get(ids=["schema3"], include=["metadatas"])["metadatas"][0]
-    assert new.id in stored["sj_edges"] and "sj_row" not in stored
+    assert new.id in _adjacency(again, "schema3") and "sj_row" not in stored
     again.close()
     final = memory_factory()
     assert final.get("schema3") == old

@@ -228,7 +228,8 @@ def _build(mem: Any, corpus: Corpus, n: int, batch: int, bar: Any = None) -> flo
 
 # ---------------------------------------------------------------------------- search
 def _copy_to(src: Any, dst_client: Any, batch: int = 1_000) -> None:
-    """Copy a namespace's two collections (as ScrubJay wrote them) into another client."""
+    """Copy a namespace's two collections (as ScrubJay wrote them, with the adjacency of an
+    embedded store's edge file as each row's ``sj_edges``) into another client."""
     for col in (src.what, src.where):
         dst = dst_client.get_or_create_collection(col.name, embedding_function=None,
                                                   configuration={"hnsw": {"space": "cosine"}},
@@ -240,6 +241,10 @@ def _copy_to(src: Any, dst_client: Any, batch: int = 1_000) -> None:
             if not got["ids"]:
                 break
             kw: dict[str, Any] = {"ids": got["ids"], "embeddings": got["embeddings"]}
+            if col is src.what:  # an embedded store's adjacency is in its edge file
+                edges = src.edges_of(got["ids"])
+                got["metadatas"] = [{**(m or {}), "sj_edges": edges[i]} if i in edges else m
+                                    for i, m in zip(got["ids"], got["metadatas"], strict=True)]
             if any(got["metadatas"] or []):
                 kw["metadatas"] = got["metadatas"]
             if any(d for d in got["documents"] or []):
@@ -460,7 +465,8 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
                              namespace="ingest-bundled", embedder=model,
                              config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
                              clock=_clock(T0 + len(items) + 3600))
-    # the write alone: the rows scrubjay wrote (text, perishability, edges, ... as metadata)
+    # the write alone: the Chroma rows scrubjay wrote (text, perishability, ... as metadata;
+    # an embedded store keeps the adjacency in its edge file, not replayed)
     # replayed into a fresh collection, without the work that computed them; and a second
     # baseline, the raw add with its text as metadata as scrubjay keeps it (no document)
     col, as_meta, replay = (raw_client.get_or_create_collection(

@@ -1,0 +1,150 @@
+"""An embedded store keeps its graph's adjacency in an edge file beside Chroma (schema 5).
+
+Chroma's embedded write costs per metadata key and byte, and the adjacency is the largest key,
+rewritten whenever a memory gains or loses an edge; so a ``path=`` store writes it to
+``scrubjay-graph.sqlite3`` in one transaction per batch. These tests check that the edges
+survive a reopen (without the snapshot, so the graph is rebuilt from the stores), that a schema
+4 store's adjacency in Chroma still reads and is shadowed once rewritten, that deletes and
+``forget_namespace`` remove a memory's adjacency, and that a failed edge write leaves a graph
+whose every edge is listed at both ends.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from scrubjay import ScrubJayMemory, StoreError
+from scrubjay.snapshot import snapshot_path
+from scrubjay.store import EDGE_FILE, _EdgeFile
+
+T0 = 1_764_000_000.0  # the fixtures' frozen clock (tests/conftest.py)
+
+
+def _texts(n: int) -> list[dict]:
+    # three topics, a minute apart: plenty of semantic and temporal edges
+    topics = ["the deploy of the billing service", "the meeting room on floor 2",
+              "the user's daughter starts school"]
+    return [{"text": f"{topics[i % 3]} note {i}", "at": T0 - 3600 + 60 * i, "id": f"m{i:02d}"}
+            for i in range(n)]
+
+
+def _open(path: Path, clock, embedder, namespace: str = "edges") -> ScrubJayMemory:
+    return ScrubJayMemory(path=path, namespace=namespace, clock=clock, embedder=embedder)
+
+
+def _reopen_cold(path: Path, clock, embedder, namespace: str = "edges") -> ScrubJayMemory:
+    """Reopen without the snapshot: the mirror and graph come from Chroma and the edge file."""
+    snapshot_path(path, namespace).unlink(missing_ok=True)
+    return _open(path, clock, embedder, namespace)
+
+
+def _adjacency(mem: ScrubJayMemory) -> dict[str, dict[str, float]]:
+    g = mem.graph.g
+    return {n: {m: d["weight"] for m, d in g[n].items()} for n in g.nodes}
+
+
+def _file_rows(path: Path, namespace: str = "edges") -> dict[str, list]:
+    con = sqlite3.connect(path / EDGE_FILE)
+    try:
+        return {i: json.loads(e) for i, e in con.execute(
+            "SELECT id, edges FROM adjacency WHERE namespace = ?", (namespace,))}
+    finally:
+        con.close()
+
+
+def _symmetric(adjacency: dict[str, dict[str, float]]) -> bool:
+    return all(adjacency.get(j, {}).get(i) == w for i, nbrs in adjacency.items()
+               for j, w in nbrs.items())
+
+
+def test_the_adjacency_lives_in_the_edge_file_and_survives_a_cold_reopen(
+        tmp_path, clock, embedder) -> None:
+    mem = _open(tmp_path, clock, embedder)
+    mem.add_many(_texts(30))
+    mem.add("the deploy of the billing service finished", at=T0 - 30)  # one more, alone
+    before = _adjacency(mem)
+    assert sum(map(len, before.values())) > 30  # a linked graph, not a trivial one
+    raw = mem._store.what.get(include=["metadatas"])["metadatas"]
+    assert raw and not any("sj_edges" in m for m in raw)  # nothing of it in Chroma
+    rows = _file_rows(tmp_path)
+    assert {i: {e[0]: e[1] for e in edges} for i, edges in rows.items()} == before
+    mem.close()
+    again = _reopen_cold(tmp_path, clock, embedder)
+    assert _adjacency(again) == before
+    assert again._store.state()["sj_schema"] == 5
+    again.close()
+
+
+def test_a_schema_4_store_reads_its_adjacency_from_chroma_until_it_is_rewritten(
+        tmp_path, clock, embedder) -> None:
+    mem = _open(tmp_path, clock, embedder)
+    mem._store._edge_file.close()  # write as schema 4 did: sj_edges in each Chroma row
+    mem._store._edge_file = None
+    mem.add_many(_texts(20))
+    mem._store.set_state(sj_schema=4)
+    old = _adjacency(mem)
+    raw = mem._store.what.get(include=["metadatas"])["metadatas"]
+    assert all("sj_edges" in m for m in raw)
+    mem.close()
+    (tmp_path / EDGE_FILE).unlink()
+
+    again = _reopen_cold(tmp_path, clock, embedder)
+    assert _adjacency(again) == old  # read from Chroma
+    new = again.add("the meeting room on floor 2 note again", at=T0)
+    after = _adjacency(again)
+    rewritten = set(after[new.id])
+    assert rewritten and _file_rows(tmp_path).keys() >= rewritten | {new.id}
+    again.close()
+    final = _reopen_cold(tmp_path, clock, embedder)
+    # the edge file's rows win over the stale sj_edges still in those Chroma rows
+    assert _adjacency(final) == after
+    assert _symmetric(after)
+    final.close()
+
+
+def test_deletes_and_forget_namespace_remove_the_adjacency(tmp_path, clock, embedder) -> None:
+    mem = _open(tmp_path, clock, embedder)
+    other = _open(tmp_path, clock, embedder, namespace="other")
+    mem.add_many(_texts(12))
+    other.add_many(_texts(6))
+    victim = max(_adjacency(mem).items(), key=lambda kv: len(kv[1]))[0]
+    neighbours = set(_adjacency(mem)[victim])
+    mem.delete(victim)
+    rows = _file_rows(tmp_path)
+    assert victim not in rows
+    assert all(victim not in {e[0] for e in rows[n]} for n in neighbours)
+    mem.forget_namespace()
+    assert _file_rows(tmp_path) == {}
+    assert len(_file_rows(tmp_path, "other")) == 6  # another namespace of the folder: kept
+    mem.close()
+    other.close()
+
+
+def test_a_failed_edge_write_loses_no_stored_edge_and_leaves_both_ends_alike(
+        tmp_path, clock, embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    mem = _open(tmp_path, clock, embedder)
+    items = _texts(30)
+    mem.add_many(items[:20])
+    before = _adjacency(mem)
+
+    def broken(self, pairs):
+        raise self._error("write (injected)", sqlite3.OperationalError("disk I/O error"))
+
+    with monkeypatch.context() as m:
+        m.setattr(_EdgeFile, "write", broken)
+        with pytest.raises(StoreError, match="edge file"):
+            mem.add_many(items[20:])
+    assert _adjacency(mem) == before  # the in-memory graph rolled back to what is stored
+    assert len(mem) == 20
+    mem.close()
+    again = _reopen_cold(tmp_path, clock, embedder)
+    after = _adjacency(again)
+    assert {i: after[i] for i in before} == before  # every stored edge still there
+    assert len(again) == 30  # the rows went in; their edges did not, at either end
+    assert all(not after[i] for i in after if i not in before)
+    assert _symmetric(after)
+    again.add("the meeting room on floor 2 note 99", at=T0)  # and the store still takes writes
+    again.close()
