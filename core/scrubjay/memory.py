@@ -669,9 +669,8 @@ class ScrubJayMemory:
             edges = graph.dumps_many([*(r.id for r in records), *old])
             # every id is new now: the ids it replaces were deleted above
             metas = [self._meta(r, e) for r, e in zip(records, edges[:len(records)], strict=True)]
-            self._store.add([r.id for r in records], [r.text for r in records], metas, what, where)
-            if old:
-                self._store.update_meta(old, [{"sj_edges": e} for e in edges[len(records):]])
+            self._store.add([r.id for r in records], [r.text for r in records], metas, what, where,
+                            adjacency=list(zip(old, edges[len(records):], strict=True)))
             newest = max(r.created_at_s for r in records)
             if newest > self._newest_t:
                 self._newest_t = newest
@@ -1652,12 +1651,11 @@ class ScrubJayMemory:
                 graph.loads(row.id, row.meta.get("sj_edges"))
             for mid in ids:
                 graph.remove(mid)
-        self._store.delete(list(ids))
-        self._maybe_written -= gone
         survivors = sorted(changed - gone)
-        if survivors:
-            g = self._graph if self._use_mirror else graph
-            self._store.update_meta(survivors, [{"sj_edges": e} for e in g.dumps_many(survivors)])
+        g = self._graph if self._use_mirror else graph
+        self._store.delete(list(ids), adjacency=list(zip(survivors, g.dumps_many(survivors),
+                                                         strict=True)))
+        self._maybe_written -= gone
         if self._use_mirror and self._mirror is not None:
             self._mirror.remove(list(ids))
             self._refresh_wdeg(survivors)

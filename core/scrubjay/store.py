@@ -451,9 +451,6 @@ class _EdgeFile:
         except sqlite3.Error as exc:
             raise self._error(f"write the edges of {len(pairs)} memories", exc) from exc
 
-    def delete(self, ids: Sequence[str]) -> None:
-        self.write([(i, None) for i in ids])
-
     def drop(self) -> None:
         """Remove the namespace's adjacency and counter."""
         try:
@@ -685,8 +682,13 @@ class ChromaStore:
 
     # -- writes ----------------------------------------------------------------------------
     def add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
-            what: NDArray[np.float32], where: NDArray[np.float32]) -> None:
-        """Write new memories (where first, then what: a memory exists once its what row does).
+            what: NDArray[np.float32], where: NDArray[np.float32], *,
+            adjacency: Sequence[tuple[str, str]] = ()) -> None:
+        """Write new memories (where first, then what: a memory exists once its what row does),
+        and ``adjacency``, the new ``sj_edges`` of older memories whose edges changed. In an
+        embedded store the new memories' adjacency and ``adjacency`` go to the edge file in ONE
+        transaction after Chroma took the rows, so that no crash leaves an edge listed at one
+        end only; against a server they are Chroma writes, the older rows' after the new ones.
 
         The caller guarantees that none of ``ids`` has a what row (it deletes the ids it
         replaces first): the what rows go in with Chroma's ``add``, which skips upsert's
@@ -696,6 +698,12 @@ class ChromaStore:
         has_where = [i for i in range(len(ids)) if np.any(where[i])]
         with self._tracked_write():
             self._add(ids, texts, metas, what, where, has_where)
+            if self._edge_file is not None:
+                self._edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m in zip(
+                    ids, metas, strict=True)), *adjacency])
+            elif adjacency:
+                self._update_chroma([i for i, _ in adjacency],
+                                    [{_EDGES_KEY: e} for _, e in adjacency], None)
 
     def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
              what: NDArray[np.float32], where: NDArray[np.float32],
@@ -712,9 +720,6 @@ class ChromaStore:
                                          for m, t in zip(metas[sl], texts[sl], strict=True)])
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc
-        if self._edge_file is not None:
-            self._edge_file.write([(i, m.get(_EDGES_KEY)) for i, m in zip(ids, metas,
-                                                                          strict=True)])
 
     def update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                     what: NDArray[np.float32] | None = None) -> None:
@@ -789,12 +794,20 @@ class ChromaStore:
                              what=np.asarray(what)[far])
         return recorded
 
-    def delete(self, ids: Sequence[str]) -> None:
-        """Delete memories (what first, then where)."""
+    def delete(self, ids: Sequence[str], *,
+               adjacency: Sequence[tuple[str, str]] = ()) -> None:
+        """Delete memories (what first, then where), then write ``adjacency``, the new
+        ``sj_edges`` of their former neighbours (an embedded store: in the same edge-file
+        transaction that drops the deleted memories' own)."""
         if not ids:
             return
         with self._tracked_write():
             self._delete(ids)
+            if self._edge_file is not None:
+                self._edge_file.write([*((i, None) for i in ids), *adjacency])
+            elif adjacency:
+                self._update_chroma([i for i, _ in adjacency],
+                                    [{_EDGES_KEY: e} for _, e in adjacency], None)
         self._redact_log(ids=ids)
 
     def _delete(self, ids: Sequence[str]) -> None:
@@ -805,8 +818,6 @@ class ChromaStore:
                 self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
         except Exception as exc:
             raise _wrap(f"delete {len(ids)} memories", exc) from exc
-        if self._edge_file is not None:
-            self._edge_file.delete(ids)
 
     def _redact_log(self, ids: Sequence[str] | None = None,
                     collection_ids: Sequence[str] | None = None) -> None:

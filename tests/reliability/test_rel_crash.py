@@ -10,6 +10,8 @@ The parent kills it with SIGKILL after a random delay, reopens the store and che
 * no partial memory: every memory visible through the API has its text, a known label,
   ``pi`` in ``[pi_min, 1]``, ``tau`` in ``[tau_min, tau_max]``, a finite value >= 0, its user
   metadata; one with a context has its where-row; no where-row lacks its what-row;
+* the stored adjacency (the edge file) lists each edge at both ends with one weight, and only
+  edges between memories that exist;
 * search works and finds a memory by its unique token;
 * the killed process's lock is gone (the reopen itself proves it).
 
@@ -116,6 +118,14 @@ def _check_store(folder: Path, acks: Path, cfg: ScrubJayConfig) -> dict[str, int
         with_ctx = {mid for mid, r in records.items() if r.context}
         assert with_ctx <= where_ids, "memory with a context but no where-row"
         assert what_ids == set(records)
+        # the stored adjacency (the edge file's) lists every edge at both ends, between
+        # memories that exist, with one weight
+        listed = {(row.id, e[0]): e[1] for row in store.get(sorted(what_ids))
+                  for e in json.loads(row.meta.get("sj_edges") or "[]")}
+        one_sided = [(a, b, w, listed.get((b, a))) for (a, b), w in listed.items()
+                     if listed.get((b, a)) != w]
+        assert not one_sided, f"edges listed at one end only: {one_sided[:5]}"
+        assert {b for _, b in listed} <= what_ids, "an edge to a missing memory"
         # search works: a note is found by its own words
         notes = [r for r in records.values() if r.text.startswith("note ")]
         for rec in random.Random(len(records)).sample(notes, min(5, len(notes))):
