@@ -547,11 +547,8 @@ class ChromaStore:
         """Open (creating) an embedded store; the folder is locked to this process."""
         key = str(Path(path).resolve())
         client = _EmbeddedClients.acquire(key)
-        try:
-            return cls(client=client, namespace=namespace, path=key)
-        except Exception:
-            _EmbeddedClients.release(key)
-            raise
+        # a failed open releases this share itself (``__init__`` closes the store)
+        return cls(client=client, namespace=namespace, path=key)
 
     def close(self) -> None:
         """Release this store's share of the embedded client and its process lock."""
@@ -796,16 +793,18 @@ class ChromaStore:
 
     def delete(self, ids: Sequence[str], *,
                adjacency: Sequence[tuple[str, str]] = ()) -> None:
-        """Delete memories (what first, then where), then write ``adjacency``, the new
-        ``sj_edges`` of their former neighbours (an embedded store: in the same edge-file
-        transaction that drops the deleted memories' own)."""
+        """Delete memories (what first, then where) and write ``adjacency``, the new
+        ``sj_edges`` of their former neighbours. An embedded store first drops the deleted
+        memories' adjacency and writes their neighbours' in ONE edge-file transaction, then
+        deletes the rows: a crash between the two leaves the memories without edges, at both
+        ends. Against a server the rows go first, then the neighbours' ``sj_edges``."""
         if not ids:
             return
         with self._tracked_write():
-            self._delete(ids)
             if self._edge_file is not None:
                 self._edge_file.write([*((i, None) for i in ids), *adjacency])
-            elif adjacency:
+            self._delete(ids)
+            if self._edge_file is None and adjacency:
                 self._update_chroma([i for i, _ in adjacency],
                                     [{_EDGES_KEY: e} for _, e in adjacency], None)
         self._redact_log(ids=ids)

@@ -148,3 +148,22 @@ def test_a_failed_edge_write_loses_no_stored_edge_and_leaves_both_ends_alike(
     assert _symmetric(after)
     again.add("the meeting room on floor 2 note 99", at=T0)  # and the store still takes writes
     again.close()
+
+
+def test_a_failed_open_leaves_the_folders_other_stores_working(
+        tmp_path, clock, embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores of one folder share its Chroma client; a namespace that fails to open (here
+    its edge file) must give back its one share only, not the others' too."""
+    mem = _open(tmp_path, clock, embedder)
+    mem.add_many(_texts(4))
+
+    def broken(self, folder, namespace):
+        raise StoreError("injected: cannot open the edge file")
+
+    with monkeypatch.context() as m:
+        m.setattr(_EdgeFile, "__init__", broken)
+        with pytest.raises(StoreError, match="injected"):
+            _open(tmp_path, clock, embedder, namespace="second")
+    mem.add("the meeting room on floor 2 note 5", at=T0)  # the shared client still open
+    assert len(mem) == 5 and len(mem._store.what.get(include=[])["ids"]) == 5
+    mem.close()
