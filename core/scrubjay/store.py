@@ -698,9 +698,14 @@ class ChromaStore:
             if self._edge_file is not None:
                 self._edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m in zip(
                     ids, metas, strict=True)), *adjacency])
-            elif adjacency:
-                self._update_chroma([i for i, _ in adjacency],
-                                    [{_EDGES_KEY: e} for _, e in adjacency], None)
+            else:
+                self._chroma_adjacency(adjacency)
+
+    def _chroma_adjacency(self, adjacency: Sequence[tuple[str, str]]) -> None:
+        """Against a server: rewrite the ``sj_edges`` key of the rows in ``adjacency``."""
+        if adjacency:
+            self._update_meta([i for i, _ in adjacency],
+                              [{_EDGES_KEY: e} for _, e in adjacency], None)
 
     def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
              what: NDArray[np.float32], where: NDArray[np.float32],
@@ -721,28 +726,15 @@ class ChromaStore:
     def update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                     what: NDArray[np.float32] | None = None) -> None:
         """Merge metadata into existing records (a key set to None is removed); with ``what``,
-        also rewrite their index embeddings."""
+        also rewrite their index embeddings. The adjacency is written by :meth:`add` and
+        :meth:`delete` only (an embedded store keeps it in its edge file)."""
+        if self._edge_file is not None and any(_EDGES_KEY in m for m in metas):
+            raise ValueError("an embedded store's adjacency is written by add() and delete()")
         with self._tracked_write():
             self._update_meta(ids, metas, what)
 
     def _update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                      what: NDArray[np.float32] | None) -> None:
-        edges: list[tuple[str, str | None]] = []
-        if self._edge_file is not None and any(_EDGES_KEY in m for m in metas):
-            # the adjacency goes to the edge file; Chroma gets the other keys, if any
-            edges = [(i, m[_EDGES_KEY]) for i, m in zip(ids, metas, strict=True)
-                     if _EDGES_KEY in m]
-            rest = [(i, {k: v for k, v in m.items() if k != _EDGES_KEY})
-                    for i, m in zip(ids, metas, strict=True)]
-            if what is None:
-                rest = [(i, m) for i, m in rest if m]
-            ids, metas = [i for i, _ in rest], [m for _, m in rest]
-        self._update_chroma(ids, metas, what)
-        if edges and self._edge_file is not None:
-            self._edge_file.write(edges)
-
-    def _update_chroma(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
-                       what: NDArray[np.float32] | None) -> None:
         step = self._update_batch() if what is None else _WRITE_BATCH
         try:
             for lo in range(0, len(ids), step):
@@ -804,9 +796,8 @@ class ChromaStore:
             if self._edge_file is not None:
                 self._edge_file.write([*((i, None) for i in ids), *adjacency])
             self._delete(ids)
-            if self._edge_file is None and adjacency:
-                self._update_chroma([i for i, _ in adjacency],
-                                    [{_EDGES_KEY: e} for _, e in adjacency], None)
+            if self._edge_file is None:
+                self._chroma_adjacency(adjacency)
         self._redact_log(ids=ids)
 
     def _delete(self, ids: Sequence[str]) -> None:
