@@ -108,10 +108,14 @@ _PAGE = 2_000
 _USER_PREFIX = "u_"
 #: Chroma names a vector-index folder after its segment's UUID.
 _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-# Chroma's upper bound on one add/upsert batch is several thousand; stay well below it.
+#: Records per call that rewrites index vectors (an RCI re-index), and the batch of a client
+#: that cannot tell its limit.
 _WRITE_BATCH = 1_000
-#: Records per metadata update (chosen: one request per 5,000 records took half the time of
-#: five of 1,000 in the RCI benchmark; an embedded Chroma 1.5 accepts at most 5,461 per call).
+#: Records per add, upsert, delete or metadata update, within the client's limit (chosen: one
+#: request per 5,000 records took half the time of five of 1,000 in the RCI benchmark; an
+#: add of 2,000 rows in one call took 0.2-0.8 s per 10,000 rows less than in two calls of
+#: 1,000 in four alternating rounds, docs/performance.md item 27; an embedded Chroma 1.5
+#: accepts at most 5,461 per call).
 _UPDATE_BATCH = 5_000
 #: The vector index's ``sync_threshold``: Chroma's default, 1,000, set explicitly. Chroma
 #: persists its index every that many log records (metadata updates count too); until then
@@ -711,12 +715,13 @@ class ChromaStore:
              what: NDArray[np.float32], where: NDArray[np.float32],
              has_where: list[int]) -> None:
         try:
-            for lo in range(0, len(has_where), _WRITE_BATCH):
-                part = has_where[lo:lo + _WRITE_BATCH]
+            step = self._batch()
+            for lo in range(0, len(has_where), step):
+                part = has_where[lo:lo + step]
                 self.where.upsert(ids=[ids[i] for i in part],
                                   embeddings=where[part].astype(np.float32))
-            for lo in range(0, len(ids), _WRITE_BATCH):
-                sl = slice(lo, lo + _WRITE_BATCH)
+            for lo in range(0, len(ids), step):
+                sl = slice(lo, lo + step)
                 self.what.add(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
                               metadatas=[_row_meta(m, t, edges=self._edge_file is None)
                                          for m, t in zip(metas[sl], texts[sl], strict=True)])
@@ -735,7 +740,7 @@ class ChromaStore:
 
     def _update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                      what: NDArray[np.float32] | None) -> None:
-        step = self._update_batch() if what is None else _WRITE_BATCH
+        step = self._batch() if what is None else _WRITE_BATCH
         try:
             for lo in range(0, len(ids), step):
                 sl = slice(lo, lo + step)
@@ -747,8 +752,8 @@ class ChromaStore:
         except Exception as exc:
             raise _wrap(f"update {len(ids)} memories", exc) from exc
 
-    def _update_batch(self) -> int:
-        """Records per metadata update: :data:`_UPDATE_BATCH`, within the client's limit."""
+    def _batch(self) -> int:
+        """Records per write call: :data:`_UPDATE_BATCH`, within the client's limit."""
         if self._max_batch is None:
             try:
                 self._max_batch = max(1, min(_UPDATE_BATCH,
@@ -802,10 +807,11 @@ class ChromaStore:
 
     def _delete(self, ids: Sequence[str]) -> None:
         try:
-            for lo in range(0, len(ids), _WRITE_BATCH):
-                self.what.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
-            for lo in range(0, len(ids), _WRITE_BATCH):
-                self.where.delete(ids=list(ids[lo:lo + _WRITE_BATCH]))
+            step = self._batch()
+            for lo in range(0, len(ids), step):
+                self.what.delete(ids=list(ids[lo:lo + step]))
+            for lo in range(0, len(ids), step):
+                self.where.delete(ids=list(ids[lo:lo + step]))
         except Exception as exc:
             raise _wrap(f"delete {len(ids)} memories", exc) from exc
 
@@ -1133,8 +1139,9 @@ class ChromaStore:
             where_ids = set(self.where.get(include=[])["ids"])
             orphans = sorted(where_ids - what_ids)
             if orphans:
-                for lo in range(0, len(orphans), _WRITE_BATCH):
-                    self.where.delete(ids=orphans[lo:lo + _WRITE_BATCH])
+                step = self._batch()
+                for lo in range(0, len(orphans), step):
+                    self.where.delete(ids=orphans[lo:lo + step])
                 logger.info("Removed %d orphaned where-rows in namespace %r", len(orphans),
                             self.namespace)
         except Exception as exc:

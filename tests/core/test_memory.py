@@ -605,7 +605,7 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
     not as the rows of the failed attempt."""
     import scrubjay.store as store_module
 
-    monkeypatch.setattr(store_module, "_WRITE_BATCH", 2)  # a batch of 4 writes in two parts
+    monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)  # a batch of 4 writes in two parts
     mem = memory_factory()
     kept = mem.add("The user's sister lives in Oslo", context="family chat")
     failing = _FailingSecondAdd(mem._store.what)
@@ -622,6 +622,35 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
     assert [mem.get(i).text for i in ids] == [f"final note {i}" for i in range(4)]
     assert len(mem) == 5 and mem.get(kept.id) == kept
 
+
+
+class _CountingAdds:
+    """A what collection that records the size of each ``add`` call."""
+
+    def __init__(self, col: object) -> None:
+        self._col, self.sizes = col, []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._col, name)
+
+    def add(self, **kwargs: object) -> None:
+        self.sizes.append(len(kwargs["ids"]))  # type: ignore[arg-type]
+        self._col.add(**kwargs)
+
+
+def test_a_batch_within_the_clients_limit_is_one_chroma_add(memory_factory) -> None:
+    """Chroma's add costs less in one call than in several of the same rows (docs/
+    performance.md, item 27): a batch goes in calls of up to 5,000 rows, within the limit
+    the client reports."""
+    mem = memory_factory()
+    counting = _CountingAdds(mem._store.what)
+    mem._store.what = counting
+    mem.add_many([f"note number {i} about the quarterly plan" for i in range(1_500)])
+    assert counting.sizes == [1_500]
+    mem._store._max_batch = 600  # a client whose limit is lower
+    mem.add_many([f"second note {i} about the release" for i in range(1_300)])
+    assert counting.sizes == [1_500, 600, 600, 100]
+    assert len(mem) == 2_800
 
 def _row_parts(meta: dict) -> list[str]:
     """A raw schema 4 row's ``sj_row``: [perishability JSON, text]."""
