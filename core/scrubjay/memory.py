@@ -123,6 +123,8 @@ class _Prepared:
     at_s: float
     metadata: dict[str, Any]
     id: str
+    id_given: bool
+    """The caller chose the id (it may be stored already); else a fresh uuid4 (it is not)."""
 
 
 #: Rows of a batch linked per block (chosen: bounds the (block, N) similarity matrices of
@@ -618,7 +620,8 @@ class ScrubJayMemory:
                     f"says {now!r}; pass epoch seconds (not milliseconds) or set clock=.")
             metadata = check_metadata(item.get("metadata"), owner)
             mid = item.get("id")
-            if mid is None:
+            given = mid is not None
+            if not given:
                 mid = uuid.uuid4().hex
             elif not isinstance(mid, str) or not mid.strip() or len(mid) > 256:
                 raise InvalidInputError(f"The 'id' of an item of {owner} must be a non-empty str "
@@ -627,7 +630,7 @@ class ScrubJayMemory:
                 raise InvalidInputError(f"The id {mid!r} occurs twice in one add_many batch.")
             seen.add(mid)
             out.append(_Prepared(text=text, context=context, at_s=at_s, metadata=metadata,
-                                 id=mid))
+                                 id=mid, id_given=given))
         return out
 
     def _annotate(self, text: str, context: str) -> str:
@@ -704,11 +707,13 @@ class ScrubJayMemory:
                 vectors_by=self._embedder.name if reuse else None)
 
         ids = [p.id for p in items]
+        # only an id the caller chose can be stored already (server mode: a request saved)
+        chosen = [p.id for p in items if p.id_given]
         if self._use_mirror or self.config.graph.max_neighbors == 0:
-            return classify(), self._existing(ids), None
+            return classify(), self._existing(chosen), None
 
         def read() -> tuple[list[str], _LinkReads | None]:
-            found = self._existing(ids)
+            found = self._existing(chosen)
             if found:  # the replaced rows must go before the candidates are read
                 return found, None
             return found, self._server_link_reads(ids, [p.at_s for p in items], what, where)
@@ -743,6 +748,8 @@ class ScrubJayMemory:
 
     def _existing(self, ids: list[str]) -> list[str]:
         """Those of ``ids`` already stored, in order (server mode: one read per batch)."""
+        if not ids:
+            return []
         if self._use_mirror:
             row_of = self._mirror.row_of if self._mirror is not None else {}
             unsure = self._maybe_written

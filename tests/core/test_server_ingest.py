@@ -253,3 +253,34 @@ def test_an_eviction_keeps_the_evicted_neighbours_other_edges(chroma_server) -> 
         assert all(len(nbrs) <= 2 for nbrs in listed.values())
     finally:
         mem.close()
+
+
+def test_only_ids_the_caller_chose_are_looked_up_before_a_write(chroma_server) -> None:
+    """A generated id (``add``, or an item without ``id``) is a fresh uuid4 and cannot be
+    stored already: against a server its batch skips the existence read (one request of the
+    few an ``add`` makes). An id the caller chose is looked up, and replaces its memory."""
+    rng = np.random.default_rng(11)
+    lut = {"": np.zeros(DIM, np.float32)}
+    for text in ("first", "second", "third", "fourth", "fourth again"):
+        lut[text] = _unit(rng.standard_normal(DIM))
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    looked_up: list[list[str]] = []
+    existing = mem._store.existing
+
+    def spy(ids: Any) -> Any:
+        looked_up.append(list(ids))
+        return existing(ids)
+
+    mem._store.existing = spy  # type: ignore[method-assign]
+    try:
+        mem.add("first", at=T0)
+        mem.add_many(["second", {"text": "third", "at": T0 + 60.0}])
+        assert looked_up == []
+        mem.add_many([{"text": "fourth", "id": "mine"}, "third"])
+        assert looked_up == [["mine"]]
+        mem.add_many([{"text": "fourth again", "id": "mine"}])
+        assert looked_up == [["mine"], ["mine"]]
+        assert mem.get("mine").text == "fourth again"
+        assert len(mem) == 5
+    finally:
+        mem.close()
