@@ -113,9 +113,9 @@ _UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 _WRITE_BATCH = 1_000
 #: Records per add, upsert, delete or metadata update, within the client's limit (chosen: one
 #: request per 5,000 records took half the time of five of 1,000 in the RCI benchmark; an
-#: add of 2,000 rows in one call took 0.2-0.8 s per 10,000 rows less than in two calls of
-#: 1,000 in four alternating rounds, docs/performance.md item 27; an embedded Chroma 1.5
-#: accepts at most 5,461 per call).
+#: add of 2,000 rows in one call took up to 0.8 s per 10,000 rows less than two calls of 1,000,
+#: about 0.2 s on average, docs/performance.md item 27; an embedded Chroma 1.5 accepts at most
+#: 5,461 per call).
 _UPDATE_BATCH = 5_000
 #: The vector index's ``sync_threshold``: Chroma's default, 1,000, set explicitly. Chroma
 #: persists its index every that many log records (metadata updates count too); until then
