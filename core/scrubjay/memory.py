@@ -1660,8 +1660,13 @@ class ScrubJayMemory:
                 graph.remove(mid)
         survivors = sorted(changed - gone)
         g = self._graph if self._use_mirror else graph
-        self._store.delete(list(ids), adjacency=list(zip(survivors, g.dumps_many(survivors),
-                                                         strict=True)))
+        try:
+            self._store.delete(list(ids), adjacency=list(zip(survivors, g.dumps_many(survivors),
+                                                             strict=True)))
+        except ScrubJayError:
+            if self._use_mirror:
+                self._resync_after_failed_delete(ids, survivors)
+            raise
         self._maybe_written -= gone
         if self._use_mirror and self._mirror is not None:
             self._mirror.remove(list(ids))
@@ -1669,6 +1674,27 @@ class ScrubJayMemory:
         for mid in ids:
             self._graph_cache.pop(mid, None)
         if self._buffer is not None and gone & set(self._buffer.ids):
+            self._set_buffer(replace(self._buffer,
+                                     ids=tuple(i for i in self._buffer.ids if i not in gone)))
+
+    def _resync_after_failed_delete(self, ids: Sequence[str], survivors: Sequence[str]) -> None:
+        """After a delete that failed part-way: bring the graph and the mirror back in step
+        with the store, whichever of its steps landed (the edge file's transaction, then the
+        rows): the memories still stored keep the edges the store lists for them, their former
+        neighbours likewise, and those whose rows are gone leave the mirror. Best effort: a
+        store that cannot be read either leaves them as they are until the next open."""
+        try:
+            still = {row.id for row in self._store.get(list(ids))}
+            self._reload_adjacency([*sorted(still), *survivors])
+        except ScrubJayError:
+            return
+        gone = [mid for mid in ids if mid not in still]
+        if not gone or self._mirror is None:
+            return
+        self._mirror.remove(gone)
+        for mid in gone:
+            self._graph.remove(mid)
+        if self._buffer is not None and set(gone) & set(self._buffer.ids):
             self._set_buffer(replace(self._buffer,
                                      ids=tuple(i for i in self._buffer.ids if i not in gone)))
 

@@ -694,15 +694,24 @@ class ChromaStore:
         The caller guarantees that none of ``ids`` has a what row (it deletes the ids it
         replaces first): the what rows go in with Chroma's ``add``, which skips upsert's
         existence check per id (about 8% cheaper) and silently ignores an id that does exist.
-        Where rows are upserted: a write cut short may leave one behind without its what row.
+        Where rows are upserted. When the rows' write (or an embedded store's edge-file
+        transaction) fails, the rows that landed are deleted again, best effort, before the
+        error is raised: the batch that failed then shows up neither in a later read nor after
+        a reopen, and the older memories keep the edges they had. A retry with the same ids
+        deletes whatever a failed clean-up left behind before its add.
         """
         has_where = [i for i in range(len(ids)) if np.any(where[i])]
         with self._tracked_write():
-            self._add(ids, texts, metas, what, where, has_where)
-            if self._edge_file is not None:
-                self._edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m in zip(
-                    ids, metas, strict=True)), *adjacency])
-            else:
+            try:
+                self._add(ids, texts, metas, what, where, has_where)
+                if self._edge_file is not None:
+                    self._edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m in zip(
+                        ids, metas, strict=True)), *adjacency])
+            except StoreError:
+                with contextlib.suppress(StoreError):
+                    self._delete(ids)
+                raise
+            if self._edge_file is None:
                 self._chroma_adjacency(adjacency)
 
     def _chroma_adjacency(self, adjacency: Sequence[tuple[str, str]]) -> None:

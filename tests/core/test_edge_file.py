@@ -5,8 +5,9 @@ rewritten whenever a memory gains or loses an edge; so a ``path=`` store writes 
 ``scrubjay-graph.sqlite3`` in one transaction per batch. These tests check that the edges
 survive a reopen (without the snapshot, so the graph is rebuilt from the stores), that a schema
 4 store's adjacency in Chroma still reads and is shadowed once rewritten, that deletes and
-``forget_namespace`` remove a memory's adjacency, and that a failed edge write leaves a graph
-whose every edge is listed at both ends.
+``forget_namespace`` remove a memory's adjacency, that a failed edge write leaves the store as
+it was before the batch, and that a failed delete leaves the graph and the mirror as a reopen
+reads them.
 """
 
 from __future__ import annotations
@@ -141,11 +142,8 @@ def test_a_failed_edge_write_loses_no_stored_edge_and_leaves_both_ends_alike(
     assert len(mem) == 20
     mem.close()
     again = _reopen_cold(tmp_path, clock, embedder)
-    after = _adjacency(again)
-    assert {i: after[i] for i in before} == before  # every stored edge still there
-    assert len(again) == 30  # the rows went in; their edges did not, at either end
-    assert all(not after[i] for i in after if i not in before)
-    assert _symmetric(after)
+    assert _adjacency(again) == before  # every stored edge still there, both ends alike
+    assert len(again) == 20  # the batch's rows went in, and out again with the failure
     again.add("the meeting room on floor 2 note 99", at=T0)  # and the store still takes writes
     again.close()
 
@@ -167,3 +165,53 @@ def test_a_failed_open_leaves_the_folders_other_stores_working(
     mem.add("the meeting room on floor 2 note 5", at=T0)  # the shared client still open
     assert len(mem) == 5 and len(mem._store.what.get(include=[])["ids"]) == 5
     mem.close()
+
+
+class _FailingDelete:
+    """A what collection whose ``delete`` raises (after the edge file's transaction)."""
+
+    def __init__(self, col: object) -> None:
+        self._col = col
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._col, name)
+
+    def delete(self, **kwargs: object) -> None:
+        raise RuntimeError("disk full")
+
+
+@pytest.mark.parametrize("fails", ["edge file", "rows"])
+def test_a_failed_delete_leaves_the_graph_and_mirror_as_a_reopen_reads_them(
+        tmp_path, clock, embedder, monkeypatch: pytest.MonkeyPatch, fails: str) -> None:
+    """A delete writes the edge file (the memory's adjacency dropped, its neighbours'
+    rewritten), then deletes the rows. Whichever step fails, the open store's graph and mirror
+    must be what the store holds (a cold reopen's), not a graph that lost the memory's
+    edges while its rows and its neighbours' listed edges stayed."""
+    mem = _open(tmp_path, clock, embedder)
+    mem.add_many(_texts(12))
+    victim = max(_adjacency(mem).items(), key=lambda kv: len(kv[1]))[0]
+    before = _adjacency(mem)
+    assert before[victim]
+
+    def broken(self, pairs):
+        raise self._error("write (injected)", sqlite3.OperationalError("disk I/O error"))
+
+    with monkeypatch.context() as m:
+        if fails == "edge file":
+            m.setattr(_EdgeFile, "write", broken)
+        else:
+            m.setattr(mem._store, "what", _FailingDelete(mem._store.what))
+        with pytest.raises(StoreError):
+            mem.delete(victim)
+    seen, ids = _adjacency(mem), set(mem._mirror.row_of)
+    assert mem.get(victim).id == victim  # its rows are still stored
+    if fails == "edge file":  # nothing landed: as before
+        assert seen == before
+    else:  # the edge file's transaction landed: the memory is stored without edges
+        assert not seen.get(victim) and _symmetric(seen)
+    mem.close()
+    again = _reopen_cold(tmp_path, clock, embedder)
+    assert _adjacency(again) == seen and set(again._mirror.row_of) == ids
+    again.delete(victim)  # and the delete goes through once the store works
+    assert victim not in again._mirror.row_of and victim not in _adjacency(again)
+    again.close()

@@ -583,10 +583,11 @@ def test_rows_leave_out_empty_fields_and_read_back_the_same(memory_factory) -> N
 
 
 class _FailingSecondAdd:
-    """A what collection whose second ``add`` raises, as a write cut short part-way."""
+    """A what collection whose second ``add`` raises, as a write cut short part-way (and,
+    with ``deletes_fail``, every ``delete`` too: the clean-up after it fails as well)."""
 
-    def __init__(self, col: object) -> None:
-        self._col, self.adds = col, 0
+    def __init__(self, col: object, *, deletes_fail: bool = False) -> None:
+        self._col, self.adds, self._deletes_fail = col, 0, deletes_fail
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._col, name)
@@ -597,18 +598,23 @@ class _FailingSecondAdd:
             raise RuntimeError("disk full")
         self._col.add(**kwargs)
 
+    def delete(self, **kwargs: object) -> None:
+        if self._deletes_fail:
+            raise RuntimeError("disk full")
+        self._col.delete(**kwargs)
+
 
 def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
                                                                   monkeypatch) -> None:
     """New rows are written with Chroma's add, which ignores an id that already has a row.
-    A batch whose write failed after its first part landed must still be stored as retried,
-    not as the rows of the failed attempt."""
+    A batch whose write failed after its first part landed (and whose clean-up failed too)
+    must still be stored as retried, not as the rows of the failed attempt."""
     import scrubjay.store as store_module
 
     monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)  # a batch of 4 writes in two parts
     mem = memory_factory()
     kept = mem.add("The user's sister lives in Oslo", context="family chat")
-    failing = _FailingSecondAdd(mem._store.what)
+    failing = _FailingSecondAdd(mem._store.what, deletes_fail=True)
     real, mem._store.what = mem._store.what, failing
     ids = [f"n{i}" for i in range(4)]
     with pytest.raises(ScrubJayError):
@@ -622,6 +628,37 @@ def test_a_retry_after_a_write_cut_short_stores_the_retried_rows(memory_factory,
     assert [mem.get(i).text for i in ids] == [f"final note {i}" for i in range(4)]
     assert len(mem) == 5 and mem.get(kept.id) == kept
 
+
+
+def test_a_batch_that_failed_part_way_leaves_no_rows_behind(memory_factory,
+                                                             monkeypatch) -> None:
+    """Items without ids get generated ones, which no retry can reach: when their write
+    fails after its first part landed, the rows that landed are deleted again, so that the
+    batch that raised shows up neither in Chroma nor after a reopen."""
+    import scrubjay.store as store_module
+
+    monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)  # a batch of 4 writes in two parts
+    mem = memory_factory()
+    kept = mem.add("The user's sister lives in Oslo", context="family chat")
+    linked = mem.add("The user's sister moved to Oslo in May", context="family chat")
+    failing = _FailingSecondAdd(mem._store.what)
+    real, mem._store.what = mem._store.what, failing
+    with pytest.raises(ScrubJayError):
+        mem.add_many([{"text": f"The user's sister visits Oslo on day {i}",
+                       "context": "family chat"} for i in range(4)])
+    assert failing.adds == 2, "the first part was written before the failure"
+    mem._store.what = real
+    assert sorted(real.get()["ids"]) == sorted([kept.id, linked.id])
+    assert sorted(mem._store.where.get()["ids"]) == sorted([kept.id, linked.id])
+    assert len(mem) == 2
+    edges = _adjacency(mem, kept.id)
+    assert [e[0] for e in json.loads(edges)] == [linked.id]
+    mem.close()
+    again = memory_factory()
+    assert len(again) == 2
+    assert {h.id for h in again.search("sister Oslo visit", k=10)} == {kept.id, linked.id}
+    assert again.get(kept.id) == kept
+    assert _adjacency(again, kept.id) == edges
 
 
 class _CountingAdds:
