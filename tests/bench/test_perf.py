@@ -21,6 +21,7 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
     assert {"search", "ingest", "rci", "buffer", "memory"} <= set(res)
     assert (tmp_path / "perf.png").stat().st_size > 0
     assert "scrubjay bench perf" in (tmp_path / "perf.md").read_text()
+    assert "overhead without the graph" in (tmp_path / "perf.md").read_text()
     for row in res["search"]["by_n"].values():
         for mode in ("embedded", "server"):
             r = row[mode]
@@ -35,6 +36,9 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
         assert math.isfinite(res["ingest"][name]["overhead"])
         assert math.isfinite(res["ingest"][name]["overhead_vs_text_as_meta"])
         assert math.isfinite(res["ingest"]["server"][name]["overhead"])
+        for mode_rows in (res["ingest"], res["ingest"]["server"]):  # the graph's share
+            assert math.isfinite(mode_rows[name]["overhead_without_graph"])
+            assert mode_rows[name]["without_graph_per_s"] > 0
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
     for mode_rows in (res["ingest"], res["ingest"]["server"]):  # one add at a time
         for name in ("synthetic", "bundled"):

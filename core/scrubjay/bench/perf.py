@@ -449,22 +449,30 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     first ``n`` items, so that both see the same machine load; then the rest one at a time,
     ``add`` and a raw one-row add alternating call by call."""
     from scrubjay import ScrubJayConfig, ScrubJayMemory
-    from scrubjay.config import LLMConfig
+    from scrubjay.config import GraphConfig, LLMConfig
     from scrubjay.embedding import WordLlamaEmbedder
 
+    # the same memory without the graph (max_neighbors=0: no linking, no adjacency), in its
+    # own folder: what the paper's graph costs at add time, measured in the same alternation
+    flat = ScrubJayConfig(llm=LLMConfig(annotate=False), graph=GraphConfig(max_neighbors=0))
+    flat_path = None if client else path.with_name(path.name + "-no-graph")
     if name == "synthetic":
         def embed(ts: list[str]) -> Any:
             return corpus.embed(ts)
         mem = _memory(None if client else path, corpus, client=client, namespace="ingest")
+        no_graph = _memory(flat_path, corpus, client=client, config=flat,
+                           namespace="ingest-no-graph")
     else:
         model = WordLlamaEmbedder()
 
         def embed(ts: list[str]) -> Any:
             return model.embed(ts)
-        mem = ScrubJayMemory(path=None if client else path, client=client,
-                             namespace="ingest-bundled", embedder=model,
-                             config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
-                             clock=_clock(T0 + len(items) + 3600))
+        mem, no_graph = (ScrubJayMemory(path=p, client=client, namespace=ns, embedder=model,
+                                        config=cfg, clock=_clock(T0 + len(items) + 3600))
+                         for p, ns, cfg in (
+                             (None if client else path, "ingest-bundled",
+                              ScrubJayConfig(llm=LLMConfig(annotate=False))),
+                             (flat_path, "ingest-bundled-no-graph", flat)))
     # the write alone: the Chroma rows scrubjay wrote (text, perishability, ... as metadata;
     # an embedded store keeps the adjacency in its edge file, not replayed)
     # replayed into a fresh collection, without the work that computed them; and a second
@@ -472,7 +480,7 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     col, as_meta, replay = (raw_client.get_or_create_collection(
         f"{name}-{role}", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
         for role in ("raw", "raw-text-as-meta", "replay"))
-    raw_s = meta_s = sj_s = replay_s = raw_cpu_s = 0.0
+    raw_s = meta_s = sj_s = replay_s = raw_cpu_s = flat_s = 0.0
     one_sj: list[float] = []
     one_raw: list[float] = []
     try:
@@ -493,6 +501,9 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             t = time.perf_counter()
             mem.add_many(part)
             sj_s += time.perf_counter() - t
+            t = time.perf_counter()
+            no_graph.add_many(part)
+            flat_s += time.perf_counter() - t
             rows = mem._store.what.get(ids=[p["id"] for p in part],
                                        include=["embeddings", "documents", "metadatas"])
             kw = {"documents": rows["documents"]} if any(rows["documents"]) else {}
@@ -511,6 +522,7 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             one_sj.append(time.perf_counter() - t)
     finally:
         mem.close()
+        no_graph.close()
     single: dict[str, Any] = {}
     if one_sj:
         single = {"sj": {**_pct(one_sj), "mean_ms": 1e3 * float(np.mean(one_sj))},
@@ -520,12 +532,19 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     return {"single": single,
             "sj_per_s": n / sj_s, "embed_plus_chroma_add_per_s": n / raw_s,
             "overhead": sj_s / raw_s - 1.0,
+            "without_graph_per_s": n / flat_s,
+            "overhead_without_graph": flat_s / raw_s - 1.0,
             "embed_plus_chroma_add_text_as_meta_per_s": n / meta_s,
             "overhead_vs_text_as_meta": sj_s / meta_s - 1.0,
             "same_rows_write_per_s": n / replay_s,
             "same_rows_write_overhead": replay_s / raw_s - 1.0,
             # CPU seconds of this process (Chroma's threads included) per second of raw add
             "raw_add_cores_busy": raw_cpu_s / raw_s}
+
+
+def _pct_or_dash(x: float | None) -> str:
+    """A ratio minus one as a signed percentage; ``-`` for a figure an older run lacks."""
+    return "-" if x is None else f"{100 * x:+.0f}%"
 
 
 def _cpu_s() -> float:
@@ -745,9 +764,10 @@ def _table(res: dict[str, Any]) -> str:
     ing = res["ingest"]
     lines += ["", f"Ingest ({ing['n']:,} memories, batches of {ing['batch']:,}):", "",
               ("| mode | embedder | sj memories/s | embed + Chroma add /s | overhead | "
+               "overhead without the graph | "
                "Chroma write of sj's rows alone | the add with the text as metadata /s | "
                "overhead over it |"),
-              "|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|"]
     for mode, rows in (("embedded", ing), ("server", ing.get("server", {}))):
         for name in ("synthetic", "bundled"):
             if name in rows:
@@ -755,6 +775,7 @@ def _table(res: dict[str, Any]) -> str:
                 lines.append(f"| {mode} | {name} | {r['sj_per_s']:.0f} | "
                              f"{r['embed_plus_chroma_add_per_s']:.0f} | "
                              f"{100 * r['overhead']:.0f}% | "
+                             f"{_pct_or_dash(r.get('overhead_without_graph'))} | "
                              f"{100 * r['same_rows_write_overhead']:+.0f}% | "
                              f"{r['embed_plus_chroma_add_text_as_meta_per_s']:.0f} | "
                              f"{100 * r['overhead_vs_text_as_meta']:.0f}% |")
