@@ -117,9 +117,9 @@ The ingest overhead target (<= 25% over embedding + Chroma add) is {"**met**" if
 run is under it in {met} figure{"" if met == 1 else "s"} of four. """ + ("Other runs of the same command "
 "(outputs kept in `docs/perf/runs/`): " + "; ".join(others) + ". " if others else "")
 + f"""docs/performance.md ("Not done") has the runs and why:
-the paper's graph, linked at add time, takes most of it. The same memory without the graph
+the paper's graph, linked at add time, takes most of it: the same memory without the graph
 (`GraphConfig(max_neighbors=0)`, timed in the same alternation) is at {no_graph(ing)}
-embedded (synthetic / bundled).
+embedded and {no_graph(srv_ing)} in server mode (synthetic / bundled).
 
 """)
 t = t[:a] + f"""### Performance
