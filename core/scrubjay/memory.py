@@ -1673,6 +1673,10 @@ class ScrubJayMemory:
             self._refresh_wdeg(survivors)
         for mid in ids:
             self._graph_cache.pop(mid, None)
+        self._drop_from_buffer(gone)
+
+    def _drop_from_buffer(self, gone: set[str]) -> None:
+        """Take deleted memories out of the prospective buffer, if it holds any."""
         if self._buffer is not None and gone & set(self._buffer.ids):
             self._set_buffer(replace(self._buffer,
                                      ids=tuple(i for i in self._buffer.ids if i not in gone)))
@@ -1694,9 +1698,7 @@ class ScrubJayMemory:
         self._mirror.remove(gone)
         for mid in gone:
             self._graph.remove(mid)
-        if self._buffer is not None and set(gone) & set(self._buffer.ids):
-            self._set_buffer(replace(self._buffer,
-                                     ids=tuple(i for i in self._buffer.ids if i not in gone)))
+        self._drop_from_buffer(set(gone))
 
     def forget_namespace(self) -> None:
         """Delete every memory of this namespace, its collections and its buffer."""
