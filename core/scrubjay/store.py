@@ -388,13 +388,24 @@ def _set_sync_threshold(col: Any) -> None:
     :data:`SYNC_THRESHOLD`. Chroma reads it when it loads the index, so it applies from this
     process's first read or write of the collection (a server's already loaded index: from
     the server's next load). Best effort: a Chroma that reports no such setting, or refuses
-    the change, keeps its own."""
-    try:
-        current = (col.configuration_json or {}).get("hnsw", {}).get("sync_threshold")
-        if isinstance(current, int) and current != SYNC_THRESHOLD:
-            col.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
-    except Exception as exc:  # noqa: BLE001 - an optimisation: never a reason to fail an open
-        logger.debug("could not set the sync_threshold of %s: %s", col.name, exc)
+    the change, keeps its own. Chroma's SQLite does not wait for a lock: a change that found
+    the database locked (its own work on the folder still running, as under load) is tried
+    again a few times over about 1.5 s."""
+    for delay in (*_LOCKED_RETRY_S, None):
+        try:
+            current = (col.configuration_json or {}).get("hnsw", {}).get("sync_threshold")
+            if isinstance(current, int) and current != SYNC_THRESHOLD:
+                col.modify(configuration={"hnsw": {"sync_threshold": SYNC_THRESHOLD}})
+            return
+        except Exception as exc:  # noqa: BLE001 - an optimisation: never a reason to fail an open
+            if delay is None or "database is locked" not in str(exc):
+                logger.debug("could not set the sync_threshold of %s: %s", col.name, exc)
+                return
+            time.sleep(delay)
+
+
+#: Waits between the tries of a Chroma change that found its SQLite database locked.
+_LOCKED_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)
 
 
 class _EdgeFile:

@@ -33,3 +33,43 @@ def test_a_store_made_with_another_threshold_gets_this_one_and_keeps_its_memorie
     assert again.search("garden shed", k=5)
     again.add("one more note after the change")
     assert len(again) == 31
+
+
+class _LockedOnce:
+    """A collection of another threshold whose first ``modify`` finds Chroma's SQLite locked
+    (as a store opened while Chroma still works on the folder, under load, did in CI)."""
+
+    name = "sj_locked_what"
+
+    def __init__(self) -> None:
+        self.configuration_json = {"hnsw": {"sync_threshold": OTHER}}
+        self.tries = 0
+
+    def modify(self, configuration: dict) -> None:
+        self.tries += 1
+        if self.tries == 1:
+            raise RuntimeError("Database error: error returned from database: (code: 5) "
+                               "database is locked")
+        self.configuration_json = configuration
+
+
+class _Refusing(_LockedOnce):
+    """A collection whose Chroma refuses the change outright."""
+
+    def modify(self, configuration: dict) -> None:
+        self.tries += 1
+        raise ValueError("refused")
+
+
+def test_a_threshold_change_that_finds_the_database_locked_is_tried_again(monkeypatch) -> None:
+    import scrubjay.store as store_module
+
+    monkeypatch.setattr(store_module, "_LOCKED_RETRY_S", (0.0, 0.0))
+    col = _LockedOnce()
+    store_module._set_sync_threshold(col)
+    assert col.tries == 2
+    assert col.configuration_json["hnsw"]["sync_threshold"] == SYNC_THRESHOLD
+    refusing = _Refusing()  # any other error: given up at once, the open goes on
+    store_module._set_sync_threshold(refusing)
+    assert refusing.tries == 1
+    assert refusing.configuration_json["hnsw"]["sync_threshold"] == OTHER
