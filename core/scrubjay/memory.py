@@ -69,6 +69,7 @@ from .snapshot import Snapshot, load_snapshot, remove_snapshot, save_snapshot, s
 from .store import (
     INDEX_DRIFT_MAX_RAD,
     ChromaStore,
+    RowsBackup,
     StoredRow,
     dumps_user_meta,
     loads_user_meta,
@@ -656,6 +657,20 @@ class ScrubJayMemory:
                                 created_at_s=float(p.at_s), metadata=p.metadata,
                                 annotation=a, source=c.source)
                    for p, a, c in zip(items, annotations, labels, strict=True)]
+        # a replaced memory goes before the batch is linked and written: if that fails, the
+        # old version is written back from this backup rather than lost
+        backup = self._store.backup(replaced) if replaced else None
+        try:
+            return self._replace_and_write(records, replaced, what, where, reads)
+        except ScrubJayError:
+            if backup is not None:
+                self._restore_replaced(backup)
+            raise
+
+    def _replace_and_write(self, records: list[MemoryRecord], replaced: list[str],
+                           what: NDArray[np.float32], where: NDArray[np.float32],
+                           reads: _LinkReads | None) -> list[MemoryRecord]:
+        """Delete the memories ``records`` replace, link ``records`` and write them."""
         if replaced:
             self._delete_ids(replaced)
         graph = self._graph if self._use_mirror else EpisodicGraph(self.config.graph)
@@ -691,6 +706,32 @@ class ScrubJayMemory:
             self._mirror.append(records, what, where)
             self._refresh_wdeg(changed)
         return records
+
+    def _restore_replaced(self, backup: RowsBackup) -> None:
+        """After a batch that replaced stored memories failed: write the old versions back
+        (rows, where rows, their and their neighbours' adjacency) and bring the mirror and
+        the graph in step with them. Best effort: a store that cannot take the write either
+        keeps whatever the failure left, and the batch's error is raised as it is."""
+        try:
+            self._store.restore(backup)
+            rows = self._store.get(backup.ids, vectors=True) if self._use_mirror else []
+        except ScrubJayError as exc:
+            logger.error("Could not restore %d memories that a failed batch replaced: %s",
+                         len(backup.ids), exc)
+            return
+        if not rows:
+            return
+        if self._mirror is None:
+            self._mirror = Mirror(len(rows[0].what))  # type: ignore[arg-type]
+        zero = np.zeros(self._mirror.dim, dtype=np.float32)
+        self._mirror.append([self._record(r) for r in rows],
+                            np.stack(_whats(rows)).astype(np.float32),
+                            np.stack([r.where if r.where is not None else zero
+                                      for r in rows]).astype(np.float32),
+                            drift=[r.drift_rad for r in rows])
+        self._maybe_written.difference_update(backup.ids)
+        mine = set(backup.ids)
+        self._reload_adjacency([*backup.ids, *(j for j, _ in backup.adjacency if j not in mine)])
 
     def _classify_and_read(self, items: list[_Prepared], what: NDArray[np.float32],
                            where: NDArray[np.float32], annotated: bool

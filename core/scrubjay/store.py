@@ -76,7 +76,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -177,6 +177,38 @@ class StoredRow:
     where: NDArray[np.float32] | None = None
     drift_rad: float = 0.0
     """Upper bound on the angle between ``what`` and the embedding in the HNSW index."""
+
+
+@dataclass(frozen=True, slots=True)
+class RowsBackup:
+    """Stored memories as Chroma and the edge file hold them, raw: what
+    :meth:`ChromaStore.restore` writes back when a replacement of them failed."""
+
+    ids: list[str]
+    """The memories found (an id that had no row is left out)."""
+    embeddings: list[Any]
+    """Their what rows' index embeddings, as Chroma returned them."""
+    metadatas: list[dict[str, Any]]
+    documents: list[str | None]
+    where: dict[str, NDArray[np.float32]]
+    """The where rows of those that have one."""
+    adjacency: list[tuple[str, str | None]]
+    """``(id, edges)`` of the memories and of their neighbours, as stored then (``None``: no
+    entry). Against a server the memories' own are in ``metadatas`` and this lists their
+    neighbours' ``sj_edges``."""
+
+
+def _neighbour_ids(payloads: Iterable[str | None]) -> set[str]:
+    """The other ends listed in adjacency payloads (``[[other, weight, ...], ...]``)."""
+    out: set[str] = set()
+    for payload in payloads:
+        try:
+            rows = json.loads(payload) if payload else []
+        except ValueError:
+            continue
+        if isinstance(rows, list):
+            out.update(r[0] for r in rows if isinstance(r, list) and r and isinstance(r[0], str))
+    return out
 
 
 def encode_vector(vector: NDArray[np.floating]) -> str:
@@ -724,6 +756,73 @@ class ChromaStore:
                 raise
             if self._edge_file is None:
                 self._chroma_adjacency(adjacency)
+
+    def backup(self, ids: Sequence[str]) -> RowsBackup:
+        """The raw rows of ``ids`` and the adjacency of them and their neighbours, read before
+        a batch replaces them (:meth:`restore` puts them back if it fails)."""
+        try:
+            got: dict[str, list[Any]] = {"ids": [], "embeddings": [], "metadatas": [],
+                                         "documents": []}
+            for lo in range(0, len(ids), _READ_BATCH):
+                part = _retry(self.what.get, ids=list(ids[lo:lo + _READ_BATCH]),
+                              include=["embeddings", "metadatas", "documents"])
+                for key, values in got.items():
+                    values.extend(part[key])
+            found = list(got["ids"])
+            metas = [dict(m or {}) for m in got["metadatas"]]
+            where = self._where_embeddings(found)
+            if self._edge_file is not None:
+                own: dict[str, str | None] = dict(self._edge_file.read(found))
+            else:
+                own = {i: m.get(_EDGES_KEY) for i, m in zip(found, metas, strict=True)}
+            others = sorted(_neighbour_ids(own.values()) - set(found))
+            if self._edge_file is not None:
+                theirs = self._edge_file.read(others)
+                adjacency = [*((i, own.get(i)) for i in found),
+                             *((j, theirs.get(j)) for j in others)]
+            else:
+                adjacency = []
+                for lo in range(0, len(others), _READ_BATCH):
+                    part = _retry(self.what.get, ids=others[lo:lo + _READ_BATCH],
+                                  include=["metadatas"])
+                    adjacency.extend((j, (m or {}).get(_EDGES_KEY))
+                                     for j, m in zip(part["ids"], part["metadatas"],
+                                                     strict=True))
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise _wrap(f"read {len(ids)} memories before replacing them", exc) from exc
+        return RowsBackup(ids=found, embeddings=list(got["embeddings"]), metadatas=metas,
+                          documents=list(got["documents"]), where=where, adjacency=adjacency)
+
+    def restore(self, backup: RowsBackup) -> None:
+        """Write back the rows and adjacency of ``backup``, over whatever a failed replacement
+        of them left (its rows are deleted first)."""
+        ids = backup.ids
+        if not ids:
+            return
+        with self._tracked_write():
+            self._delete(ids)
+            try:
+                step = self._batch()
+                has_where = [i for i in ids if i in backup.where]
+                for lo in range(0, len(has_where), step):
+                    part = has_where[lo:lo + step]
+                    self.where.upsert(ids=part, embeddings=np.stack(
+                        [backup.where[i] for i in part]).astype(np.float32))
+                docs = any(d is not None for d in backup.documents)
+                for lo in range(0, len(ids), step):
+                    sl = slice(lo, lo + step)
+                    kw = {"documents": [d or "" for d in backup.documents[sl]]} if docs else {}
+                    self.what.add(ids=ids[sl], embeddings=np.asarray(
+                        backup.embeddings[sl], dtype=np.float32),
+                        metadatas=backup.metadatas[sl], **kw)
+            except Exception as exc:
+                raise _wrap(f"restore {len(ids)} memories", exc) from exc
+            if self._edge_file is not None:
+                self._edge_file.write(backup.adjacency)
+            else:
+                self._chroma_adjacency([(j, e) for j, e in backup.adjacency if e is not None])
 
     def _chroma_adjacency(self, adjacency: Sequence[tuple[str, str]]) -> None:
         """Against a server: rewrite the ``sj_edges`` key of the rows in ``adjacency``."""

@@ -661,6 +661,77 @@ def test_a_batch_that_failed_part_way_leaves_no_rows_behind(memory_factory,
     assert _adjacency(again, kept.id) == edges
 
 
+class _FailingOnce:
+    """A collection whose first call of ``method`` raises (a transient failure)."""
+
+    def __init__(self, col: object, method: str) -> None:
+        self._col, self._method, self.calls = col, method, 0
+
+    def __getattr__(self, name: str) -> object:
+        real = getattr(self._col, name)
+        if name != self._method:
+            return real
+
+        def call(**kwargs: object) -> object:
+            self.calls += 1
+            if self.calls == 1:
+                raise RuntimeError("disk full")
+            return real(**kwargs)
+        return call
+
+
+def _graph_view(mem, ids) -> dict[str, list[str]]:
+    """Each memory's neighbours, as the open memory's graph and as its store list them."""
+    return {i: [sorted(j for j, _ in mem._graph.neighbors(i)) if mem._use_mirror else None,
+                sorted(e[0] for e in json.loads(_adjacency(mem, i)))] for i in ids}
+
+
+@pytest.mark.parametrize("collection, method", [("what", "add"), ("where", "delete")],
+                         ids=["the write fails", "the delete fails part-way"])
+def test_a_replacement_that_fails_keeps_the_old_version(memory_factory, collection,
+                                                        method) -> None:
+    """An item whose id is stored replaces that memory: the old version is deleted before
+    the batch is linked and written. When the delete or the write fails, the old version
+    (its row, where row, metadata, RCI state and edges, and its neighbours' edges to it) is
+    written back, so the open memory and a reopen of it answer as before the batch."""
+    mem = memory_factory()
+    fact = mem.add("The user's sister lives in Oslo", context="family chat",
+                   metadata={"source": "chat"}, )
+    near = mem.add("The user's sister moved to Oslo in May", context="family chat")
+    other = mem.add("The user's sister works at a hospital in Oslo")
+    mem.integrate("The user's sister no longer lives in Oslo")  # an RCI state on the rows
+    before, n = mem.get(fact.id), len(mem)
+    graph = _graph_view(mem, [fact.id, near.id, other.id])
+    assert any(fact.id in v[1] for v in graph.values()), "the memories are linked"
+    hits = [(h.id, round(h.score, 9)) for h in mem.search("where does the sister live", k=3)]
+    where_ids = sorted(mem._store.where.get()["ids"])
+    assert fact.id in where_ids
+    real = getattr(mem._store, collection)
+    failing = _FailingOnce(real, method)
+    setattr(mem._store, collection, failing)
+    with pytest.raises(ScrubJayError):
+        mem.add_many([{"id": fact.id, "text": "The user's sister lives in Bergen now"},
+                      {"text": "The user's sister visits Bergen in June"}])
+    setattr(mem._store, collection, real)
+    assert len(mem) == n
+    assert mem.get(fact.id) == before
+    assert _graph_view(mem, [fact.id, near.id, other.id]) == graph
+    assert sorted(mem._store.where.get()["ids"]) == where_ids
+    assert [(h.id, round(h.score, 9))
+            for h in mem.search("where does the sister live", k=3)] == hits
+    assert failing.calls == 2, "the batch's call failed, the restore's landed"
+    mem.close()
+    again = memory_factory()
+    assert len(again) == n and again.get(fact.id) == before
+    assert _graph_view(again, [fact.id, near.id, other.id]) == graph
+    assert [(h.id, round(h.score, 9))
+            for h in again.search("where does the sister live", k=3)] == hits
+    # and the replacement, retried on a store that writes, lands
+    again.add_many([{"id": fact.id, "text": "The user's sister lives in Bergen now"}])
+    assert again.get(fact.id).text == "The user's sister lives in Bergen now"
+    assert len(again) == n
+
+
 class _CountingAdds:
     """A what collection that records the size of each ``add`` call."""
 
