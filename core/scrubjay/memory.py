@@ -721,14 +721,7 @@ class ScrubJayMemory:
             return
         if not rows:
             return
-        if self._mirror is None:
-            self._mirror = Mirror(len(rows[0].what))  # type: ignore[arg-type]
-        zero = np.zeros(self._mirror.dim, dtype=np.float32)
-        self._mirror.append([self._record(r) for r in rows],
-                            np.stack(_whats(rows)).astype(np.float32),
-                            np.stack([r.where if r.where is not None else zero
-                                      for r in rows]).astype(np.float32),
-                            drift=[r.drift_rad for r in rows])
+        self._append_rows(rows)
         self._maybe_written.difference_update(backup.ids)
         mine = set(backup.ids)
         self._reload_adjacency([*backup.ids, *(j for j, _ in backup.adjacency if j not in mine)])
@@ -1615,13 +1608,46 @@ class ScrubJayMemory:
         values, pis, taus = upd.value.tolist(), upd.pi.tolist(), upd.tau_s.tolist()
         new_records = [replace(r, value=values[i], pi=pis[i], tau_s=taus[i], updated_at_s=t)
                        for i, r in enumerate(rows.records)]
-        recorded = self._store.update_rci(rows.ids, upd.value, upd.pi, upd.tau_s, t, upd.what,
-                                          drift)
-        if len(upd.value):
+        if len(upd.value):  # upper bounds: they hold whichever of the writes land
             self._value_max = max(self._value_max, float(np.max(upd.value)))
             self._drift_max = max(self._drift_max, float(np.max(drift)))
+        try:
+            recorded = self._store.update_rci(rows.ids, upd.value, upd.pi, upd.tau_s, t,
+                                              upd.what, drift)
+        except ScrubJayError:
+            # an update written in several calls may have landed in part: the mirror takes
+            # the rows as stored, so that the open memory answers as a reopen would
+            self._reload_rows(rows.ids)
+            raise
         if self._use_mirror and self._mirror is not None:
             self._mirror.update(new_records, upd.what, recorded)
+
+    def _reload_rows(self, ids: Sequence[str]) -> None:
+        """Mirror mode: the records, what-vectors and drift of ``ids`` as the store holds them
+        (best effort: a store that cannot be read leaves the mirror as it is until the next
+        open)."""
+        if not self._use_mirror or self._mirror is None or not ids:
+            return
+        try:
+            rows = self._store.get(list(ids), vectors=True, where_vectors=False)
+        except ScrubJayError:
+            return
+        rows = [r for r in rows if r.id in self._mirror.row_of]
+        if rows:
+            self._mirror.update([self._record(r) for r in rows],
+                                np.stack(_whats(rows)).astype(np.float32),
+                                np.array([r.drift_rad for r in rows], dtype=np.float64))
+
+    def _append_rows(self, rows: list[StoredRow]) -> None:
+        """Put stored rows into the mirror (replacing the ids it holds), creating it."""
+        if self._mirror is None:
+            self._mirror = Mirror(len(rows[0].what))  # type: ignore[arg-type]
+        zero = np.zeros(self._mirror.dim, dtype=np.float32)
+        self._mirror.append([self._record(r) for r in rows],
+                            np.stack(_whats(rows)).astype(np.float32),
+                            np.stack([r.where if r.where is not None else zero
+                                      for r in rows]).astype(np.float32),
+                            drift=[r.drift_rad for r in rows])
 
     # ------------------------------------------------------------------ maintain: consolidation
     def consolidate(self, at: Timestamp | None = None) -> list[str]:

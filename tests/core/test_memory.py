@@ -27,6 +27,7 @@ from scrubjay import (
 )
 from scrubjay.decay import utility
 from scrubjay.scoring import adaptive_weights
+from scrubjay.snapshot import snapshot_path
 from scrubjay.testing import HashEmbedder
 
 HOUR, DAY = 3600.0, 86_400.0
@@ -662,10 +663,10 @@ def test_a_batch_that_failed_part_way_leaves_no_rows_behind(memory_factory,
 
 
 class _FailingOnce:
-    """A collection whose first call of ``method`` raises (a transient failure)."""
+    """A collection whose ``nth`` call of ``method`` raises (a transient failure)."""
 
-    def __init__(self, col: object, method: str) -> None:
-        self._col, self._method, self.calls = col, method, 0
+    def __init__(self, col: object, method: str, nth: int = 1) -> None:
+        self._col, self._method, self._nth, self.calls = col, method, nth, 0
 
     def __getattr__(self, name: str) -> object:
         real = getattr(self._col, name)
@@ -674,10 +675,20 @@ class _FailingOnce:
 
         def call(**kwargs: object) -> object:
             self.calls += 1
-            if self.calls == 1:
+            if self.calls == self._nth:
                 raise RuntimeError("disk full")
             return real(**kwargs)
         return call
+
+
+def _reopen_cold(memory_factory, mem):
+    """Close ``mem`` and open its store again; an embedded one without the snapshot that
+    ``close()`` writes, so that the mirror and graph come from Chroma and the edge file."""
+    path = mem._store.path
+    mem.close()
+    if path is not None:
+        snapshot_path(path, mem.namespace).unlink(missing_ok=True)
+    return memory_factory()
 
 
 def _graph_view(mem, ids) -> dict[str, list[str]]:
@@ -720,8 +731,7 @@ def test_a_replacement_that_fails_keeps_the_old_version(memory_factory, collecti
     assert [(h.id, round(h.score, 9))
             for h in mem.search("where does the sister live", k=3)] == hits
     assert failing.calls == 2, "the batch's call failed, the restore's landed"
-    mem.close()
-    again = memory_factory()
+    again = _reopen_cold(memory_factory, mem)
     assert len(again) == n and again.get(fact.id) == before
     assert _graph_view(again, [fact.id, near.id, other.id]) == graph
     assert [(h.id, round(h.score, 9))
@@ -730,6 +740,34 @@ def test_a_replacement_that_fails_keeps_the_old_version(memory_factory, collecti
     again.add_many([{"id": fact.id, "text": "The user's sister lives in Bergen now"}])
     assert again.get(fact.id).text == "The user's sister lives in Bergen now"
     assert len(again) == n
+
+
+def test_an_rci_update_that_fails_part_way_leaves_the_memory_as_the_store_holds_it(
+        memory_factory, monkeypatch) -> None:
+    """RCI writes its updates in calls of up to ``_UPDATE_BATCH`` rows. When a later call
+    fails, the earlier ones have landed: the open memory must then answer with what the
+    store holds (as a cold reopen does), not with the state before the event."""
+    import scrubjay.store as store_module
+
+    monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)
+    monkeypatch.setattr(store_module, "_WRITE_BATCH", 2)  # the calls that rewrite vectors
+    mem = memory_factory()
+    recs = mem.add_many([f"The user's sister lives in Oslo, note {i}" for i in range(6)])
+    before = {r.id: mem.get(r.id) for r in recs}
+    real = mem._store.what
+    failing = _FailingOnce(real, "update", nth=2)
+    mem._store.what = failing
+    with pytest.raises(ScrubJayError):
+        mem.integrate("The user's sister no longer lives in Oslo", store=False)
+    mem._store.what = real
+    assert failing.calls == 2, "one update call landed before the failure"
+    now = {r.id: mem.get(r.id) for r in recs}
+    assert 0 < sum(now[i] != before[i] for i in now) < len(recs), "a part of the event landed"
+    hits = [(h.id, round(h.score, 9)) for h in mem.search("where does the sister live", k=6)]
+    again = _reopen_cold(memory_factory, mem)
+    assert {r.id: again.get(r.id) for r in recs} == now
+    assert [(h.id, round(h.score, 9))
+            for h in again.search("where does the sister live", k=6)] == hits
 
 
 class _CountingAdds:
