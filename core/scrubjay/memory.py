@@ -689,10 +689,6 @@ class ScrubJayMemory:
             metas = [self._meta(r, e) for r, e in zip(records, edges[:len(records)], strict=True)]
             self._store.add([r.id for r in records], [r.text for r in records], metas, what, where,
                             adjacency=list(zip(old, edges[len(records):], strict=True)))
-            newest = max(r.created_at_s for r in records)
-            if newest > self._newest_t:
-                self._newest_t = newest
-                self._store.set_state(sj_newest_t=newest)
         except ScrubJayError:
             self._maybe_written.update(new_ids)  # a retry deletes them before its add
             if self._use_mirror:  # roll the in-memory graph back to what Chroma holds
@@ -705,6 +701,14 @@ class ScrubJayMemory:
                 self._mirror = Mirror(int(what.shape[1]))
             self._mirror.append(records, what, where)
             self._refresh_wdeg(changed)
+        newest = max(r.created_at_s for r in records)
+        if newest > self._newest_t:
+            self._newest_t = newest
+            try:  # a hint for other processes' adaptive weights, not part of the batch
+                self._store.set_state(sj_newest_t=newest)
+            except ScrubJayError as exc:
+                logger.warning("The batch is stored, but the namespace's state keeps its "
+                               "earlier newest time until a newer memory is added: %s", exc)
         return records
 
     def _restore_replaced(self, backup: RowsBackup) -> None:

@@ -770,6 +770,34 @@ def test_an_rci_update_that_fails_part_way_leaves_the_memory_as_the_store_holds_
             for h in again.search("where does the sister live", k=6)] == hits
 
 
+def test_a_batch_whose_state_write_fails_is_stored_and_shown(memory_factory,
+                                                              caplog) -> None:
+    """After the rows and edges of a batch are written, the namespace's state records its
+    newest time (a hint for adaptive weights). When that write fails, the batch is stored
+    all the same: add_many returns it and the open memory shows it, as a reopen does, rather
+    than raising over rows that stay in Chroma (and, with generated ids, would come back after
+    a reopen as memories the caller was told were not stored)."""
+    mem = memory_factory()
+    now = mem.now()
+    first = mem.add("The user's sister lives in Oslo", context="family chat", at=now - 300)
+    real = mem._store.what
+    failing = _FailingOnce(real, "modify")
+    mem._store.what = failing
+    with caplog.at_level("WARNING", logger="scrubjay.memory"):
+        recs = mem.add_many([{"text": "The user's sister moved to Bergen in May",
+                              "at": now - 200},
+                             {"text": "The user's sister visits Oslo in June", "at": now - 100}])
+    mem._store.what = real
+    assert failing.calls == 1 and "newest time" in caplog.text
+    ids = {first.id, *(r.id for r in recs)}
+    assert {r.id for r in mem} == ids
+    hits = [(h.id, round(h.score, 9)) for h in mem.search("where does the sister live", k=3)]
+    again = _reopen_cold(memory_factory, mem)
+    assert {r.id for r in again} == ids
+    assert [(h.id, round(h.score, 9))
+            for h in again.search("where does the sister live", k=3)] == hits
+
+
 class _CountingAdds:
     """A what collection that records the size of each ``add`` call."""
 
