@@ -1454,11 +1454,12 @@ class ScrubJayMemory:
         return self._buffer
 
     def _set_buffer(self, state: BufferState | None) -> None:
-        self._buffer = state
+        """Store the buffer's state, then use it (a failed write changes neither)."""
         payload = None if state is None else json.dumps(
             {"task": state.task, "context": state.context, "at": state.prepared_at_s,
              "ids": list(state.ids)})
         self._store.set_state(sj_buffer=payload)
+        self._buffer = state
 
     def _buffer_block(self) -> BufferBlock | None:
         """The buffer's rows and their neighbours (embedded stores), gathered again only after
@@ -1747,10 +1748,20 @@ class ScrubJayMemory:
         self._drop_from_buffer(gone)
 
     def _drop_from_buffer(self, gone: set[str]) -> None:
-        """Take deleted memories out of the prospective buffer, if it holds any."""
-        if self._buffer is not None and gone & set(self._buffer.ids):
-            self._set_buffer(replace(self._buffer,
-                                     ids=tuple(i for i in self._buffer.ids if i not in gone)))
+        """Take deleted memories out of the prospective buffer, if it holds any. The deletes
+        have landed: when the buffer's state cannot be written, the stored buffer keeps listing
+        those ids, which every read of it skips (they are no longer stored), and a warning is
+        logged instead of an error over a delete that happened."""
+        listed = gone & set(self._buffer.ids) if self._buffer is not None else set()
+        if self._buffer is not None and listed:
+            kept = replace(self._buffer, ids=tuple(i for i in self._buffer.ids if i not in gone))
+            try:
+                self._set_buffer(kept)
+            except ScrubJayError as exc:
+                self._buffer = kept
+                logger.warning("The memories are deleted, but the prospective buffer's stored "
+                               "state still lists %d of them (skipped when read): %s",
+                               len(listed), exc)
 
     def _resync_after_failed_delete(self, ids: Sequence[str], survivors: Sequence[str]) -> None:
         """After a delete that failed part-way: bring the graph and the mirror back in step

@@ -798,6 +798,49 @@ def test_a_batch_whose_state_write_fails_is_stored_and_shown(memory_factory,
             for h in again.search("where does the sister live", k=3)] == hits
 
 
+def test_a_delete_whose_buffer_state_write_fails_is_not_reported_as_failed(
+        memory_factory, caplog) -> None:
+    """Deleting a buffered memory rewrites the prospective buffer's stored state after the
+    rows are gone. When only that write fails, the delete has happened: it returns, the
+    memory is gone from the open memory and its buffer, and a reopen (whose stored buffer
+    still lists the id) neither finds nor serves it."""
+    mem = memory_factory()
+    recs = mem.add_many([f"Ticket {i}: the login page crashes on Safari" for i in range(6)])
+    buffered = mem.prepare("fix the Safari login crash", k=4)
+    gone = buffered[0]
+    real = mem._store.what
+    failing = _FailingOnce(real, "modify")
+    mem._store.what = failing
+    with caplog.at_level("WARNING", logger="scrubjay.memory"):
+        mem.delete(gone)
+    mem._store.what = real
+    assert failing.calls == 1 and "prospective buffer" in caplog.text
+    assert len(mem) == len(recs) - 1 and gone not in mem.buffer.ids
+    again = _reopen_cold(memory_factory, mem)
+    assert gone in again.buffer.ids, "the stored buffer was not rewritten"
+    assert len(again) == len(recs) - 1
+    assert gone not in {h.id for h in again.search("Safari login crash", k=3)}
+
+
+def test_a_prepare_whose_state_write_fails_changes_nothing(memory_factory) -> None:
+    """prepare() stores the buffer's state before the open memory uses it: when that write
+    fails, the error is raised and the buffer is the one before the call, in the open
+    memory as after a reopen."""
+    mem = memory_factory()
+    mem.add_many([f"Ticket {i}: the login page crashes on Safari" for i in range(6)]
+                 + [f"The user's garden note {i}" for i in range(6)])
+    mem.prepare("fix the Safari login crash", k=4)
+    before = mem.buffer
+    real = mem._store.what
+    mem._store.what = _FailingOnce(real, "modify")
+    with pytest.raises(ScrubJayError):
+        mem.prepare("plant the garden", k=4)
+    mem._store.what = real
+    assert mem.buffer == before
+    again = _reopen_cold(memory_factory, mem)
+    assert again.buffer == before
+
+
 class _CountingAdds:
     """A what collection that records the size of each ``add`` call."""
 
