@@ -718,10 +718,15 @@ class ScrubJayMemory:
         keeps whatever the failure left, and the batch's error is raised as it is."""
         try:
             self._store.restore(backup)
-            rows = self._store.get(backup.ids, vectors=True) if self._use_mirror else []
         except ScrubJayError as exc:
             logger.error("Could not restore %d memories that a failed batch replaced: %s",
                          len(backup.ids), exc)
+            return
+        try:
+            rows = self._store.get(backup.ids, vectors=True) if self._use_mirror else []
+        except ScrubJayError as exc:
+            logger.error("Restored %d memories that a failed batch replaced, but could not "
+                         "read them back (a reopen shows them): %s", len(backup.ids), exc)
             return
         if not rows:
             return
