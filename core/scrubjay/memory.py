@@ -421,20 +421,14 @@ class ScrubJayMemory:
         if self._dim is None:
             return
         self._mirror = Mirror(self._dim)
-        records = [self._record(r) for r in rows]
-        zero = np.zeros(self._dim, dtype=np.float32)
         if rows:
-            self._mirror.append(
-                records, np.stack(_whats(rows)).astype(np.float32),
-                np.stack([r.where if r.where is not None else zero
-                          for r in rows]).astype(np.float32),
-                drift=[r.drift_rad for r in rows])
+            self._append_rows(rows)
         for r in rows:
             self._graph.loads(r.id, r.meta.get("sj_edges"))
         self._graph.prune_unknown({r.id for r in rows})
         self._refresh_wdeg(self._graph.g.nodes)
-        if records:
-            self._newest_t = max(self._newest_t, max(r.created_at_s for r in records))
+        if rows:
+            self._newest_t = max(self._newest_t, float(np.max(self._mirror.view().t)))
 
     # ------------------------------------------------------------------ snapshot (embedded)
     def _load_snapshot(self) -> Snapshot | None:

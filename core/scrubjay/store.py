@@ -771,29 +771,27 @@ class ChromaStore:
             found = list(got["ids"])
             metas = [dict(m or {}) for m in got["metadatas"]]
             where = self._where_embeddings(found)
-            if self._edge_file is not None:
-                own: dict[str, str | None] = dict(self._edge_file.read(found))
-            else:
-                own = {i: m.get(_EDGES_KEY) for i, m in zip(found, metas, strict=True)}
+            embedded = self._edge_file is not None
+            own = self._stored_adjacency(found) if embedded else {
+                i: m.get(_EDGES_KEY) for i, m in zip(found, metas, strict=True)}
             others = sorted(_neighbour_ids(own.values()) - set(found))
-            if self._edge_file is not None:
-                theirs = self._edge_file.read(others)
-                adjacency = [*((i, own.get(i)) for i in found),
-                             *((j, theirs.get(j)) for j in others)]
-            else:
-                adjacency = []
-                for lo in range(0, len(others), _READ_BATCH):
-                    part = _retry(self.what.get, ids=others[lo:lo + _READ_BATCH],
-                                  include=["metadatas"])
-                    adjacency.extend((j, (m or {}).get(_EDGES_KEY))
-                                     for j, m in zip(part["ids"], part["metadatas"],
-                                                     strict=True))
+            theirs = self._stored_adjacency(others)
+            # a server's rows carry their own adjacency in the metadata restored with them
+            adjacency = [*((i, own.get(i)) for i in found if embedded),
+                         *((j, theirs.get(j)) for j in others)]
         except StoreError:
             raise
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories before replacing them", exc) from exc
         return RowsBackup(ids=found, embeddings=list(got["embeddings"]), metadatas=metas,
                           documents=list(got["documents"]), where=where, adjacency=adjacency)
+
+    def _stored_adjacency(self, ids: Sequence[str]) -> dict[str, str | None]:
+        """The adjacency payload each of ``ids`` has stored: its edge-file entry in an
+        embedded store, its ``sj_edges`` against a server (a missing one is left out)."""
+        if self._edge_file is not None:
+            return dict(self._edge_file.read(ids))
+        return {row.id: row.meta.get(_EDGES_KEY) for row in self.get(ids)}
 
     def restore(self, backup: RowsBackup) -> None:
         """Write back the rows and adjacency of ``backup``, over whatever a failed replacement
