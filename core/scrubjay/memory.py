@@ -63,7 +63,7 @@ from .graph import (
 from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
-from .rci import affinities, apply_updates, fallback_deltas, parse_deltas
+from .rci import affinities, apply_updates, event_key, fallback_deltas, parse_deltas
 from .scoring import adaptive_weights, drifted_similarity_bound, relevance_bound, relevance_key
 from .snapshot import Snapshot, load_snapshot, remove_snapshot, save_snapshot, snapshot_path
 from .store import (
@@ -76,7 +76,15 @@ from .store import (
     pack_perishability,
     user_filter_keys,
 )
-from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability, new_hit
+from .types import (
+    Deltas,
+    Hit,
+    IntegrationReport,
+    MemoryRecord,
+    Perishability,
+    new_hit,
+    storable,
+)
 
 __all__ = ["ScrubJayMemory"]
 
@@ -1532,6 +1540,12 @@ class ScrubJayMemory:
         chat-model call, or from the offline parser. With ``store=True`` the new information is
         then stored as a memory of its own (classified like :meth:`add`; that classification is
         not counted in ``llm_calls``).
+
+        An event is identified by ``(new_info, context, at)``. A large event is written in
+        several Chroma calls; when one fails, the :class:`~scrubjay.errors.StoreError` raised
+        says so, and calling ``integrate`` again with the same three arguments (``at`` as the
+        error's note gives it, when it was left to the clock) completes the event: memories
+        that took it are skipped (:attr:`IntegrationReport.already_applied`), not updated twice.
         """
         owner = "ScrubJayMemory.integrate"
         check_text(new_info, "new_info", owner)
@@ -1541,18 +1555,45 @@ class ScrubJayMemory:
             t_n = self._time(at, owner)
             w_n = self._embed([new_info])[0]
             rows, alpha, drift = self._affected(w_n)
+            key = event_key(new_info, context, t_n)
+            done = self._already_integrated(rows, key, t_n)
+            skipped: tuple[str, ...] = ()
+            if done.any():
+                ids = rows.ids
+                skipped = tuple(ids[i] for i in np.flatnonzero(done))
+                keep = np.flatnonzero(~done)
+                rows, alpha, drift = rows.take(keep), alpha[keep], drift[keep]
             idx_ids = rows.ids
             deltas, used_llm, calls, reason = self._deltas(new_info, context) if idx_ids else (
-                Deltas(summary="no related memory"), False, 0, None)
+                Deltas(summary="already applied" if skipped else "no related memory"),
+                False, 0, None)
             if idx_ids:
-                self._apply_rci(rows, alpha, drift, w_n, deltas, t_n)
+                try:
+                    self._apply_rci(rows, alpha, drift, w_n, deltas, t_n, key)
+                except ScrubJayError as err:
+                    err.add_note(f"To complete this RCI event without updating twice the "
+                                 f"memories that took it, call integrate again with the same "
+                                 f"text and context and at={t_n!r}.")
+                    raise
             stored = None
             if store:
                 stored = self.add(new_info, context=context, at=t_n)
             return IntegrationReport(
                 affected=tuple((mid, float(a)) for mid, a in zip(idx_ids, alpha, strict=True)),
                 deltas=deltas, used_llm=used_llm, llm_calls=calls, stored=stored,
-                fallback_reason=reason)
+                fallback_reason=reason, already_applied=skipped)
+
+    def _already_integrated(self, rows: Rows, key: str, t_n: float) -> NDArray[np.bool_]:
+        """Which of ``rows`` the event ``key`` (at ``t_n``) has updated already: a memory an
+        event updated carries its time, so only those updated at ``t_n`` are read back for
+        the event's key (none, unless the event is run again)."""
+        at = storable(float(t_n))
+        suspects = [i for i, r in enumerate(rows.records) if r.updated_at_s == at]
+        done = np.zeros(len(rows.records), dtype=bool)
+        if suspects:
+            events = self._store.rci_events([rows.records[i].id for i in suspects])
+            done[[i for i in suspects if events.get(rows.records[i].id) == key]] = True
+        return done
 
     def _affected(self, w_n: NDArray[np.float32]) -> tuple[
             Rows, NDArray[np.float64], NDArray[np.float64]]:
@@ -1596,7 +1637,7 @@ class ScrubJayMemory:
 
     def _apply_rci(self, rows: Rows, alpha: NDArray[np.float64],
                    drift: NDArray[np.float64], w_n: NDArray[np.float32], deltas: Deltas,
-                   t_n: float) -> None:
+                   t_n: float, event: str | None = None) -> None:
         """Update the affected ``rows`` (paper Eq. 9-12) and persist them in one pass."""
         cfg = self.config
         upd = apply_updates(rows.value, rows.pi, rows.tau, rows.what, w_n, alpha, deltas,
@@ -1617,7 +1658,7 @@ class ScrubJayMemory:
             self._drift_max = max(self._drift_max, float(np.max(drift)))
         try:
             recorded = self._store.update_rci(rows.ids, upd.value, upd.pi, upd.tau_s, t,
-                                              upd.what, drift)
+                                              upd.what, drift, event)
         except ScrubJayError:
             # an update written in several calls may have landed in part: the mirror takes
             # the rows as stored, so that the open memory answers as a reopen would

@@ -21,6 +21,7 @@ renormalisation) with constant ``1 - eta_w alpha``. (The paper clips pi at 0; we
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -38,6 +39,7 @@ __all__ = [
     "affinities",
     "apply_updates",
     "clip_deltas",
+    "event_key",
     "fallback_deltas",
     "parse_deltas",
 ]
@@ -91,6 +93,24 @@ FALLBACK_REINFORCE = (0.2, -0.1, 0.5)
 #: (chosen: the old value drops by ``eta_V * alpha``, so the stored new memory outranks it;
 #: with -0.5 a quarter of superseded FactConsolidation facts still came first).
 FALLBACK_SUPERSEDE = (-1.0, 0.2, 0.0)
+
+
+def event_key(new_info: str, context: str, at_s: float) -> str:
+    """The key of one RCI event: what was learnt, in which context, at which time.
+
+    Each updated memory keeps the key of the latest event that wrote it, so that the same
+    event run again (a retry after an update that failed part-way) skips the memories it
+    has already updated instead of applying its deltas to them twice.
+
+    >>> event_key("The standup moved to 10:00", "team chat", 1.0) == event_key(
+    ...     "The standup moved to 10:00", "team chat", 1.0)
+    True
+    >>> event_key("The standup moved to 10:00", "team chat", 2.0) == event_key(
+    ...     "The standup moved to 10:00", "team chat", 1.0)
+    False
+    """
+    payload = "\x1f".join((new_info, context, repr(float(at_s))))
+    return hashlib.blake2b(payload.encode("utf-8", "surrogatepass"), digest_size=12).hexdigest()
 
 
 def fallback_deltas(new_info: str, cfg: RCIConfig) -> Deltas:

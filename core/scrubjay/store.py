@@ -20,9 +20,11 @@ Schema 1 stores hold them as ``sj_label``/``sj_pi``/``sj_tau``/``sj_value``/``sj
 take either.
 
 An RCI update is written as ONE metadata key, ``sj_rci``: a JSON object with the new value,
-pi, tau, update time, the moved what-vector (float32 in base64, exact) and ``drift``, an upper
-bound on the angle between that vector and the embedding in the HNSW index. Reads apply it
-over ``sj_value``/``sj_pi``/``sj_tau``/``sj_updated`` and the index embedding. The index
+pi, tau, update time, the moved what-vector (float32 in base64, exact), ``drift``, an upper
+bound on the angle between that vector and the embedding in the HNSW index, and ``ev``, the
+event's key (a retry of the same event skips the rows that carry it; older rows have none).
+Reads apply it over ``sj_value``/``sj_pi``/``sj_tau``/``sj_updated`` and the index embedding,
+and put the key under :data:`RCI_EVENT_KEY`. The index
 embedding (used only to generate candidates, which are then scored with the exact vectors) is
 rewritten when the drift bound passes :data:`INDEX_DRIFT_MAX_RAD`. Why: a Chroma update costs
 about one metadata write per key, and rewriting an HNSW vector several times that (measured on
@@ -78,6 +80,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -89,6 +92,7 @@ from .errors import EmbedderMismatchError, StoreError, StoreLockedError
 __all__ = [
     "EDGE_FILE",
     "INDEX_DRIFT_MAX_RAD",
+    "RCI_EVENT_KEY",
     "SCHEMA_VERSION",
     "SYNC_THRESHOLD",
     "ChromaStore",
@@ -149,6 +153,8 @@ EDGE_FILE = "scrubjay-graph.sqlite3"
 _EDGE_BATCH = 5_000
 #: Metadata key of a memory's latest RCI update (see the module docstring).
 _RCI_KEY = "sj_rci"
+#: The key a read puts the latest RCI update's event key under (from ``sj_rci``'s ``ev``).
+RCI_EVENT_KEY = "sj_rci_event"
 #: Metadata key of a memory's perishability when written, and its fields as read (the
 #: ``sj_*`` keys of schema 1, which the rest of the package reads).
 _PERISH_KEY = "sj_perish"
@@ -226,16 +232,21 @@ def decode_vector(payload: str) -> NDArray[np.float32]:
 
 
 def pack_rci(value: float, pi: float, tau_s: float, updated_at_s: float, drift_rad: float,
-             what: NDArray[np.floating] | None) -> str:
-    """The ``sj_rci`` payload (``what=None`` when the index embedding is the exact vector).
+             what: NDArray[np.floating] | None, event: str | None = None) -> str:
+    """The ``sj_rci`` payload (``what=None`` when the index embedding is the exact vector;
+    ``event``: the key of the RCI event that wrote it, see :func:`scrubjay.rci.event_key`).
 
     JSON written with ``repr`` of finite floats (as ``json.dumps`` would, three times faster):
 
     >>> pack_rci(0.5, 0.25, 60.0, 1.0, 0.0, None)
     '{"value":0.5,"pi":0.25,"tau":60.0,"at":1.0,"drift":0.0}'
+    >>> pack_rci(0.5, 0.25, 60.0, 1.0, 0.0, None, "3f2a")
+    '{"value":0.5,"pi":0.25,"tau":60.0,"at":1.0,"drift":0.0,"ev":"3f2a"}'
     """
     head = (f'{{"value":{float(value)!r},"pi":{float(pi)!r},"tau":{float(tau_s)!r},'
             f'"at":{float(updated_at_s)!r},"drift":{float(drift_rad)!r}')
+    if event is not None:
+        head += f',"ev":{_json_string(event)}'
     return head + ("}" if what is None else f',"what":"{encode_vector(what)}"}}')
 
 
@@ -311,6 +322,8 @@ def _fold_packed(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, floa
         obj = json.loads(payload)
         meta.update(sj_value=float(obj["value"]), sj_pi=float(obj["pi"]),
                     sj_tau=float(obj["tau"]), sj_updated=float(obj["at"]))
+        if isinstance(obj.get("ev"), str):
+            meta[RCI_EVENT_KEY] = obj["ev"]
         what = decode_vector(obj["what"]) if "what" in obj else None
         return what, float(obj["drift"]) if what is not None else 0.0
     except (ValueError, KeyError, TypeError):
@@ -881,9 +894,10 @@ class ChromaStore:
 
     def update_rci(self, ids: Sequence[str], value: NDArray[np.floating],
                    pi: NDArray[np.floating], tau_s: NDArray[np.floating], updated_at_s: float,
-                   what: NDArray[np.float32], drift_rad: NDArray[np.floating]
-                   ) -> NDArray[np.float64]:
-        """Persist RCI updates (one ``sj_rci`` metadata key per record).
+                   what: NDArray[np.float32], drift_rad: NDArray[np.floating],
+                   event: str | None = None) -> NDArray[np.float64]:
+        """Persist RCI updates (one ``sj_rci`` metadata key per record), tagged with the
+        ``event`` key (:meth:`rci_events` reads it back).
 
         ``drift_rad`` bounds each new what-vector's angle to its indexed embedding. Within
         :data:`INDEX_DRIFT_MAX_RAD` the exact vector goes into ``sj_rci`` only; beyond, the index
@@ -896,7 +910,8 @@ class ChromaStore:
         v, p, t, d = (np.asarray(a, np.float64).tolist() for a in (value, pi, tau_s, recorded))
         at = float(updated_at_s)
         metas = [{_RCI_KEY: pack_rci(v[i], p[i], t[i], at, d[i],
-                                     None if reindex[i] else what[i])} for i in range(len(ids))]
+                                     None if reindex[i] else what[i], event)}
+                 for i in range(len(ids))]
         near, far = (np.flatnonzero(m).tolist() for m in (~reindex, reindex))
         if near:
             self.update_meta([ids[i] for i in near], [metas[i] for i in near])
@@ -1000,6 +1015,15 @@ class ChromaStore:
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories", exc) from exc
         return [rows[i] for i in ids if i in rows]
+
+    def rci_events(self, ids: Sequence[str]) -> dict[str, str]:
+        """The key of the latest RCI event written to each of ``ids`` (those that have one)."""
+        out: dict[str, str] = {}
+        for row in self.get(ids):
+            event = row.meta.get(RCI_EVENT_KEY)
+            if isinstance(event, str):
+                out[row.id] = event
+        return out
 
     def edges_of(self, ids: Sequence[str]) -> dict[str, str]:
         """The edge file's adjacency of ``ids`` (empty when Chroma holds it)."""

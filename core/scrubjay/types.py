@@ -218,6 +218,9 @@ class IntegrationReport:
     """The new information, stored as a memory of its own (``store=True``)."""
     fallback_reason: str | None = None
     """Why the offline parser was used, when an LLM was configured but failed."""
+    already_applied: tuple[str, ...] = ()
+    """Memories this same event (same text, context and time) had updated before, left as
+    they are: the part that landed when an earlier call failed part-way."""
 
     @property
     def affected_ids(self) -> list[str]:

@@ -770,6 +770,67 @@ def test_an_rci_update_that_fails_part_way_leaves_the_memory_as_the_store_holds_
             for h in again.search("where does the sister live", k=6)] == hits
 
 
+def test_an_rci_event_run_again_after_failing_part_way_updates_each_memory_once(
+        memory_factory, monkeypatch) -> None:
+    """The same event (text, context, time) run again after an update that failed part-way
+    completes it: the memories that took it are skipped, not updated twice, so the store ends
+    as one clean run leaves it; and the error said which time to pass."""
+    import scrubjay.store as store_module
+
+    monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)
+    monkeypatch.setattr(store_module, "_WRITE_BATCH", 2)
+    items = [{"id": f"m{i}", "text": f"The user's sister lives in Oslo, note {i}"}
+             for i in range(6)]
+    news = "The user's sister no longer lives in Oslo"
+    control = memory_factory("control")
+    control.add_many(items)
+    at = control.now()
+    assert len(control.integrate(news, context="family chat", store=False).affected) == 6
+    expected = {i["id"]: control.get(i["id"]) for i in items}
+    query = "where does the sister live"
+    expected_hits = [(h.id, round(h.score, 9)) for h in control.search(query, k=6)]
+
+    mem = memory_factory()
+    mem.add_many(items)
+    real = mem._store.what
+    mem._store.what = failing = _FailingOnce(real, "update", nth=2)
+    with pytest.raises(ScrubJayError) as caught:
+        mem.integrate(news, context="family chat", store=False)
+    mem._store.what = real
+    assert failing.calls == 2, "one update call landed before the failure"
+    assert f"at={at!r}" in "".join(caught.value.__notes__)
+
+    report = mem.integrate(news, context="family chat", at=at, store=False)
+    assert 0 < len(report.already_applied) < 6
+    assert sorted([*report.affected_ids, *report.already_applied]) == sorted(expected)
+    assert {i: mem.get(i) for i in expected} == expected
+    assert [(h.id, round(h.score, 9)) for h in mem.search(query, k=6)] == expected_hits
+    # once more: nothing left to do, no LLM call, nothing changes
+    again = mem.integrate(news, context="family chat", at=at, store=False)
+    assert again.affected == () and len(again.already_applied) == 6 and again.llm_calls == 0
+    assert {i: mem.get(i) for i in expected} == expected
+    cold = _reopen_cold(memory_factory, mem)
+    assert {i: cold.get(i) for i in expected} == expected
+    assert [(h.id, round(h.score, 9)) for h in cold.search(query, k=6)] == expected_hits
+
+
+def test_the_same_text_at_another_time_is_another_rci_event(memory_factory) -> None:
+    """The retry key is the whole event: the same news learnt at another time, or in another
+    context, updates the memories again."""
+    mem = memory_factory()
+    mem.add_many([{"id": f"m{i}", "text": f"The user's sister lives in Oslo, note {i}"}
+                  for i in range(3)])
+    news = "The user's sister no longer lives in Oslo"
+    now = mem.now()
+    first = mem.integrate(news, at=now - 60, store=False)
+    value = {i: mem.get(i).value for i in first.affected_ids}
+    second = mem.integrate(news, at=now, store=False)
+    third = mem.integrate(news, context="family chat", at=now, store=False)
+    assert first.affected_ids and second.already_applied == third.already_applied == ()
+    assert set(second.affected_ids) == set(third.affected_ids) == set(first.affected_ids)
+    assert all(mem.get(i).value < value[i] for i in value)
+
+
 def test_a_batch_whose_state_write_fails_is_stored_and_shown(memory_factory,
                                                               caplog) -> None:
     """After the rows and edges of a batch are written, the namespace's state records its
