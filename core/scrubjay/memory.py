@@ -1541,11 +1541,13 @@ class ScrubJayMemory:
         then stored as a memory of its own (classified like :meth:`add`; that classification is
         not counted in ``llm_calls``).
 
-        An event is identified by ``(new_info, context, at)``. A large event is written in
-        several Chroma calls; when one fails, the :class:`~scrubjay.errors.StoreError` raised
-        says so, and calling ``integrate`` again with the same three arguments (``at`` as the
-        error's note gives it, when it was left to the clock) completes the event: memories
-        that took it are skipped (:attr:`IntegrationReport.already_applied`), not updated twice.
+        An event is identified by ``(new_info, context, at)``, and running it again changes
+        nothing it has done: memories that took it are skipped
+        (:attr:`IntegrationReport.already_applied`), not updated twice, and the memory it
+        stored (id ``"rci-" + key``, :func:`~scrubjay.rci.event_key`) is returned, not stored
+        twice. So a call that raised can be retried. A large event is written in several
+        Chroma calls; when one fails, the error's note gives the ``at`` to pass when it was
+        left to the clock.
         """
         owner = "ScrubJayMemory.integrate"
         check_text(new_info, "new_info", owner)
@@ -1556,12 +1558,14 @@ class ScrubJayMemory:
             w_n = self._embed([new_info])[0]
             rows, alpha, drift = self._affected(w_n)
             key = event_key(new_info, context, t_n)
+            own_id = f"rci-{key}"  # the memory this event stores (store=True)
             done = self._already_integrated(rows, key, t_n)
+            ids = rows.ids
+            own = np.array([i == own_id for i in ids], dtype=bool)  # stored by an earlier run
             skipped: tuple[str, ...] = ()
-            if done.any():
-                ids = rows.ids
-                skipped = tuple(ids[i] for i in np.flatnonzero(done))
-                keep = np.flatnonzero(~done)
+            if done.any() or own.any():
+                skipped = tuple(ids[i] for i in np.flatnonzero(done & ~own))
+                keep = np.flatnonzero(~(done | own))
                 rows, alpha, drift = rows.take(keep), alpha[keep], drift[keep]
             idx_ids = rows.ids
             deltas, used_llm, calls, reason = self._deltas(new_info, context) if idx_ids else (
@@ -1577,7 +1581,10 @@ class ScrubJayMemory:
                     raise
             stored = None
             if store:
-                stored = self.add(new_info, context=context, at=t_n)
+                stored = self._record_or_none(own_id)
+                if stored is None:
+                    stored = self._store_items(self._prepare_items(
+                        [{"id": own_id, "text": new_info, "context": context, "at": t_n}]))[0]
             return IntegrationReport(
                 affected=tuple((mid, float(a)) for mid, a in zip(idx_ids, alpha, strict=True)),
                 deltas=deltas, used_llm=used_llm, llm_calls=calls, stored=stored,
@@ -1736,11 +1743,7 @@ class ScrubJayMemory:
                                     f"Got {type(id).__name__} instead.")
         with self._lock:
             self._check_open()
-            if self._use_mirror:
-                rec = self._mirror.record(id) if self._mirror is not None else None
-            else:
-                rows = self._store.get([id])
-                rec = self._record(rows[0]) if rows else None
+            rec = self._record_or_none(id)
             if rec is None:
                 raise MemoryNotFoundError(f"No memory with id {id!r} in namespace "
                                           f"{self.namespace!r}.")
@@ -1880,6 +1883,12 @@ class ScrubJayMemory:
         with self._lock:
             self._check_open()
             return iter(list(self._iter_records()))
+
+    def _record_or_none(self, id: str) -> MemoryRecord | None:
+        if self._use_mirror:
+            return self._mirror.record(id) if self._mirror is not None else None
+        rows = self._store.get([id])
+        return self._record(rows[0]) if rows else None
 
     def __contains__(self, id: object) -> bool:
         if not isinstance(id, str):

@@ -814,6 +814,24 @@ def test_an_rci_event_run_again_after_failing_part_way_updates_each_memory_once(
     assert [(h.id, round(h.score, 9)) for h in cold.search(query, k=6)] == expected_hits
 
 
+def test_an_rci_event_that_stored_its_news_run_again_stores_nothing_twice(
+        memory_factory) -> None:
+    """With ``store=True`` a retry of a call that did everything (a caller that retries on a
+    timeout) returns the memory the first run stored: no second copy, and the stored news is
+    not updated by its own event."""
+    mem = memory_factory()
+    mem.add_many([f"The user's sister lives in Oslo, note {i}" for i in range(3)])
+    news, at = "The user's sister no longer lives in Oslo", mem.now()
+    first = mem.integrate(news, context="family chat", at=at)
+    state = {r.id: r for r in mem}
+    again = mem.integrate(news, context="family chat", at=at)
+    assert first.stored is not None and again.stored == first.stored
+    assert {r.id: r for r in mem} == state and len(mem) == 4
+    assert again.affected == () and sorted(again.already_applied) == sorted(first.affected_ids)
+    assert first.stored.id not in again.already_applied
+    assert mem.get(first.stored.id).updated_at_s is None
+
+
 def test_the_same_text_at_another_time_is_another_rci_event(memory_factory) -> None:
     """The retry key is the whole event: the same news learnt at another time, or in another
     context, updates the memories again."""

@@ -103,7 +103,7 @@ def _check_store(folder: Path, acks: Path, cfg: ScrubJayConfig) -> dict[str, int
         c = cfg.classifier
         for rec in records.values():  # no partial memory
             assert NOTE_RE.match(rec.text), f"garbled text {rec.text!r}"
-            if rec.id.startswith("r"):  # add_many ids name their text
+            if re.fullmatch(r"r\d+n\d+(?:b\d+)?", rec.id):  # add_many ids name their text
                 assert NOTE_RE.match(rec.text).group(2) == rec.id
             assert rec.label in LABELS
             assert c.pi_min <= rec.pi <= 1.0
