@@ -574,6 +574,10 @@ class ChromaStore:
         self._max_batch: int | None = None
         #: The change marker after this object's last write (embedded stores, once tracked).
         self._expected_marker: str | None = None
+        #: A read-only connection to Chroma's ``chroma.sqlite3`` for :meth:`change_marker`
+        #: (opened once: a connection per write cost about 0.6 ms of each ``add``).
+        self._marker_con: sqlite3.Connection | None = None
+        self._marker_lock = threading.Lock()
         #: Whether the namespace may differ from what this object's writes made of it (someone
         #: else wrote it, or a write of ours failed half-way) since tracking began.
         self.diverged = False
@@ -614,6 +618,11 @@ class ChromaStore:
         """Release this store's share of the embedded client and its process lock."""
         if self._edge_file is not None:
             self._edge_file.close()
+        with self._marker_lock:
+            if self._marker_con is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._marker_con.close()
+                self._marker_con = None
         if self.path is not None:
             _EmbeddedClients.release(self.path)
             self.path = None
@@ -681,17 +690,23 @@ class ChromaStore:
             return None
         db = Path(self.path) / "chroma.sqlite3"
         ids = [str(self.what.id), str(self.where.id)]
-        try:
-            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        with self._marker_lock:
             try:
-                rows = dict(con.execute(
+                if self._marker_con is None:
+                    # autocommit reads: no transaction is held between calls
+                    self._marker_con = sqlite3.connect(f"file:{db}?mode=ro", uri=True,
+                                                       timeout=30, check_same_thread=False,
+                                                       isolation_level=None)
+                rows = dict(self._marker_con.execute(
                     "SELECT s.collection, m.seq_id FROM segments s JOIN max_seq_id m ON "
                     "m.segment_id = s.id WHERE s.scope = 'METADATA' AND s.collection IN (?, ?)",
                     ids).fetchall())
-            finally:
-                con.close()
-        except sqlite3.Error:
-            return None
+            except sqlite3.Error:
+                if self._marker_con is not None:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._marker_con.close()
+                    self._marker_con = None
+                return None
         seqs = [rows.get(cid) for cid in ids]
         marker = "|".join(f"{cid}:{seq!r}" for cid, seq in zip(ids, seqs, strict=True))
         if self._edge_file is not None:
