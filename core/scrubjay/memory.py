@@ -622,11 +622,7 @@ class ScrubJayMemory:
             context = check_text(item.get("context") or "", "context", owner, allow_empty=True)
             at = item.get("at")
             at_s = now if at is None else to_epoch_s(at, owner)
-            if at_s > now + MAX_FUTURE_SKEW_S:
-                raise InvalidInputError(
-                    f"The 'at' parameter of {owner} must not be in the future (more than "
-                    f"{MAX_FUTURE_SKEW_S:g} s after the memory's clock). Got {at_s!r}, the clock "
-                    f"says {now!r}; pass epoch seconds (not milliseconds) or set clock=.")
+            _check_not_future(at_s, now, owner)
             metadata = check_metadata(item.get("metadata"), owner)
             mid = item.get("id")
             given = mid is not None
@@ -1582,6 +1578,8 @@ class ScrubJayMemory:
         with self._lock:
             self._check_open()
             t_n = self._time(at, owner)
+            if store:  # checked before any update: the add of the news would refuse it after
+                _check_not_future(t_n, self.now(), owner)
             w_n = self._embed([new_info])[0]
             rows, alpha, drift = self._affected(w_n)
             key = event_key(new_info, context, t_n)
@@ -1956,6 +1954,15 @@ class ScrubJayMemory:
         where = self._store.path or ("in-memory" if self._embedded else "client")
         return (f"ScrubJayMemory(namespace={self.namespace!r}, store={where!r}, "
                 f"embedder={self._embedder.name!r}, llm={self._llm is not None})")
+
+
+def _check_not_future(at_s: float, now: float, owner: str) -> None:
+    """Refuse a memory time more than :data:`MAX_FUTURE_SKEW_S` after the memory's clock."""
+    if at_s > now + MAX_FUTURE_SKEW_S:
+        raise InvalidInputError(
+            f"The 'at' parameter of {owner} must not be in the future (more than "
+            f"{MAX_FUTURE_SKEW_S:g} s after the memory's clock). Got {at_s!r}, the clock "
+            f"says {now!r}; pass epoch seconds (not milliseconds) or set clock=.")
 
 
 class _DeferredGraph:

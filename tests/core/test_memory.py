@@ -217,6 +217,18 @@ def test_bad_input_is_rejected_and_nothing_is_lost(memory_factory, clock, kwargs
     assert mem.search("spare key", k=1)[0].id == kept.id
 
 
+def test_an_integrate_that_would_store_a_future_memory_changes_nothing(memory_factory) -> None:
+    """``integrate(store=True)`` stores the news at ``at``; a time the add refuses is refused
+    before the event updates anything (it used to update the related memories, then raise
+    from the add)."""
+    mem = memory_factory()
+    mem.add_many([f"The user's sister lives in Oslo, note {i}" for i in range(3)])
+    before = {r.id: r for r in mem}
+    with pytest.raises(InvalidInputError, match="future"):
+        mem.integrate("The user's sister no longer lives in Oslo", at=mem.now() + 86_400)
+    assert {r.id: r for r in mem} == before
+
+
 def test_naive_datetime_rejected_aware_accepted(memory_factory, clock) -> None:
     from datetime import datetime
 
