@@ -575,7 +575,7 @@ class ChromaStore:
         #: The change marker after this object's last write (embedded stores, once tracked).
         self._expected_marker: str | None = None
         #: A read-only connection to Chroma's ``chroma.sqlite3`` for :meth:`change_marker`
-        #: (opened once: a connection per write cost about 0.6 ms of each ``add``).
+        #: (opened once: a connection per call cost about 0.9 ms, twice per ``add``).
         self._marker_con: sqlite3.Connection | None = None
         self._marker_lock = threading.Lock()
         #: Whether the namespace may differ from what this object's writes made of it (someone
