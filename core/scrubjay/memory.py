@@ -895,7 +895,12 @@ class ScrubJayMemory:
         assert self._mirror is not None
         cfg = self.config.graph
         view = self._mirror.view()
-        all_ids: NDArray[np.object_] | None = None  # every row's id, when most are chosen
+        width = 4 * cfg.max_neighbors
+        recs = view.records
+        # the ids of every row (an O(N) list) only when the batch names more columns than
+        # there are rows; one add looks its columns' ids up
+        all_ids = (np.array(view.ids, dtype=object) if len(records) * width >= len(recs)
+                   else None)
         t_new = np.array([r.created_at_s for r in records])
         has_where = bool(np.any(where)) and bool(np.any(view.where))
         # the selection runs in float32 (half the bytes per (block, N) pass), on times relative
@@ -906,7 +911,6 @@ class ScrubJayMemory:
         parts: list[tuple[NDArray[np.float64], ...]] = []
         id_parts: list[NDArray[np.object_]] = []
         valid_parts: list[NDArray[np.bool_]] = []
-        width = 4 * cfg.max_neighbors
         for lo in range(0, len(records), _LINK_BLOCK):
             hi = min(len(records), lo + _LINK_BLOCK)
             sim_s = what[lo:hi] @ view.what.T  # (block, N), float32
@@ -918,15 +922,8 @@ class ScrubJayMemory:
             else:
                 cols = np.broadcast_to(np.arange(sim_s.shape[1]), sim_s.shape)
             parts.append(_components(sim_s, sim_c, cols, view.t, t_new[lo:hi], cfg))
-            if cols.size < len(view.records) and all_ids is None:
-                # one add: its columns' ids alone (not a list of every id, O(N) per add)
-                recs = view.records
-                id_parts.append(np.array([recs[c].id for c in cols.ravel().tolist()],
-                                         dtype=object).reshape(cols.shape))
-            else:
-                if all_ids is None:
-                    all_ids = np.array(view.ids, dtype=object)
-                id_parts.append(all_ids[cols])
+            id_parts.append(all_ids[cols] if all_ids is not None else np.array(
+                [recs[c].id for c in cols.ravel().tolist()], dtype=object).reshape(cols.shape))
             valid_parts.append(np.ones(cols.shape, dtype=bool))
         weights = tuple(np.concatenate([p[j] for p in parts]) for j in range(4))
         return _Candidates(weights=weights, ids=np.concatenate(id_parts),  # type: ignore[arg-type]
@@ -1911,6 +1908,7 @@ class ScrubJayMemory:
             return iter(list(self._iter_records()))
 
     def _record_or_none(self, id: str) -> MemoryRecord | None:
+        """The memory with this id, or None (the caller holds the lock)."""
         if self._use_mirror:
             return self._mirror.record(id) if self._mirror is not None else None
         rows = self._store.get([id])
@@ -1919,11 +1917,9 @@ class ScrubJayMemory:
     def __contains__(self, id: object) -> bool:
         if not isinstance(id, str):
             return False
-        try:
-            self.get(id)
-        except MemoryNotFoundError:
-            return False
-        return True
+        with self._lock:
+            self._check_open()
+            return self._record_or_none(id) is not None
 
     def utility_of(self, id: str, at: Timestamp | None = None) -> float:
         """``U(m, t)`` of one memory at ``at`` (default: now)."""
