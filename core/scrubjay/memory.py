@@ -372,6 +372,8 @@ class ScrubJayMemory:
         # that this process wrote or read (RCI defers index rewrites up to INDEX_DRIFT_MAX_RAD)
         self._drift_max = 0.0
         self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
+        # server mode: a request beside one that runs in _pool (never waits on _pool itself)
+        self._inner_pool: ThreadPoolExecutor | None = None
         # ids of a write that failed part-way: they may have what rows the mirror lacks
         self._maybe_written: set[str] = set()
         self._closed = False
@@ -495,8 +497,9 @@ class ScrubJayMemory:
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
-                if self._pool is not None:
-                    self._pool.shutdown(wait=False)
+                for pool in (self._pool, self._inner_pool):
+                    if pool is not None:
+                        pool.shutdown(wait=False)
 
     def __enter__(self) -> Self:
         return self
@@ -776,7 +779,8 @@ class ScrubJayMemory:
             found = self._existing(chosen)
             if found:  # the replaced rows must go before the candidates are read
                 return found, None
-            return found, self._server_link_reads(ids, [p.at_s for p in items], what, where)
+            return found, self._server_link_reads(ids, [p.at_s for p in items], what, where,
+                                                  in_worker=True)
 
         labels, (replaced, reads) = self._concurrently(classify, read)
         return labels, replaced, reads
@@ -930,7 +934,8 @@ class ScrubJayMemory:
                            valid=np.concatenate(valid_parts))
 
     def _server_link_reads(self, ids: Sequence[str], times: Sequence[float],
-                           what: NDArray[np.float32], where: NDArray[np.float32]) -> _LinkReads:
+                           what: NDArray[np.float32], where: NDArray[np.float32], *,
+                           in_worker: bool = False) -> _LinkReads:
         """Server mode: a batch's link candidates, read from Chroma (requests only, no graph:
         :meth:`_store_items` runs them in a worker thread while it classifies).
 
@@ -938,18 +943,30 @@ class ScrubJayMemory:
         the whole batch) and its ``2 * max_neighbors`` nearest in time on each side within
         :func:`~scrubjay.graph.temporal_horizon_s` (one read per stretch of time), then the
         rows of them all (one read), so that a batch costs a few requests whatever its size.
+        The vector queries and the reads by time run side by side (``in_worker``: this runs in
+        :meth:`_concurrently`'s worker already), and the candidates' where-vectors are read
+        only when a new item has one.
         """
         cfg = self.config.graph
         k = cfg.max_neighbors
-        by_what = self._store.query_many("what", what, k)
         has_where = [i for i in range(len(ids)) if np.any(where[i])]
-        by_where: dict[int, list[str]] = {}
-        if has_where:
-            by_where = dict(zip(has_where, self._store.query_many("where", where[has_where], k),
-                                strict=True))
         horizon = temporal_horizon_s(cfg)
-        by_time = self._store.nearest_in_time(times, horizon, 2 * k) if horizon is not None \
-            else [[] for _ in ids]
+
+        def by_vector() -> tuple[list[list[str]], dict[int, list[str]]]:
+            by_what = self._store.query_many("what", what, k)
+            by_where: dict[int, list[str]] = {}
+            if has_where:
+                by_where = dict(zip(has_where, self._store.query_many(
+                    "where", where[has_where], k), strict=True))
+            return by_what, by_where
+
+        def by_time_read() -> list[list[str]]:
+            return self._store.nearest_in_time(times, horizon, 2 * k) \
+                if horizon is not None else [[] for _ in ids]
+
+        # the vector queries and the reads by time are independent: side by side
+        (by_what, by_where), by_time = self._concurrently(
+            by_vector, by_time_read, inner=in_worker)
         cand_ids: set[str] = set()
         per_item: list[set[str]] = []
         for i, mid in enumerate(ids):
@@ -959,7 +976,9 @@ class ScrubJayMemory:
             mine.discard(mid)
             per_item.append(mine)
             cand_ids |= mine
-        rows = {r.id: r for r in self._store.get(sorted(cand_ids), vectors=True)}
+        # a candidate's where-vector counts only against a new memory that has one (e_C)
+        rows = {r.id: r for r in self._store.get(sorted(cand_ids), vectors=True,
+                                                 where_vectors=bool(has_where))}
         return _LinkReads(per_item=per_item, rows=rows)
 
     def _link_candidates_server(self, records: list[MemoryRecord], what: NDArray[np.float32],
@@ -1273,13 +1292,22 @@ class ScrubJayMemory:
         # the last row's own similarity is exact: its index one is within its drift of it
         return drifted_similarity_bound(float(sims[-1]), self._drift_max + rows[-1].drift_rad)
 
-    def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any]
-                      ) -> tuple[Any, Any]:
+    def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any], *,
+                      inner: bool = False) -> tuple[Any, Any]:
         """``(first(), second())``, the second in a worker thread meanwhile (two independent
-        Chroma requests: the latency of the slower instead of the sum)."""
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrubjay")
-        later = self._pool.submit(second)
+        Chroma requests: the latency of the slower instead of the sum). ``inner=True`` from
+        code that runs in the first worker itself: the second goes to a worker of its own,
+        which runs nothing that waits on another (no deadlock however many threads call)."""
+        if inner:
+            if self._inner_pool is None:
+                self._inner_pool = ThreadPoolExecutor(max_workers=1,
+                                                      thread_name_prefix="scrubjay-inner")
+            pool = self._inner_pool
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrubjay")
+            pool = self._pool
+        later = pool.submit(second)
         try:
             done = first()
         finally:

@@ -284,3 +284,161 @@ def test_only_ids_the_caller_chose_are_looked_up_before_a_write(chroma_server) -
         assert len(mem) == 5
     finally:
         mem.close()
+
+
+class _FilterLog(_Counting):
+    """:class:`_Counting` that also keeps the ``where`` filter of each ``get``."""
+
+    def __init__(self, col: Any, counts: Counter[str], filters: list[Any]) -> None:
+        super().__init__(col, counts)
+        self._filters = filters
+
+    def __getattr__(self, name: str) -> Any:
+        attr = super().__getattr__(name)
+        if name != "get":
+            return attr
+
+        def get(*args: Any, **kwargs: Any) -> Any:
+            self._filters.append(kwargs.get("where"))
+            return attr(*args, **kwargs)
+        return get
+
+
+def _bounds(where: Any) -> set[str]:
+    """The comparison operators on ``sj_t`` in a read's filter."""
+    parts = where.get("$and", [where]) if isinstance(where, dict) else []
+    return {op for part in parts for op in part.get("sj_t", {})}
+
+
+def _store_by_the_second(mem: ScrubJayMemory, size: int) -> dict[str, float]:
+    stored = {f"s{i}": T0 + float(i) for i in range(size)}
+    vec = _unit(np.random.default_rng(size).standard_normal((size, DIM)))
+    ids = list(stored)
+    for lo in range(0, size, 1000):
+        part = ids[lo:lo + 1000]
+        mem._store.add(part, [f"t{m}" for m in part], [{"sj_t": stored[m]} for m in part],
+                       vec[lo:lo + len(part)], np.zeros((len(part), DIM), np.float32))
+    return stored
+
+
+def test_a_read_by_time_past_the_newest_memory_has_one_bound(chroma_server) -> None:
+    """A memory added now is newer than every stored one. Chroma's cost for a range with two
+    bounds grows with the namespace (it matches each bound, then intersects), for a range
+    with a lower bound alone it does not: the read around such a memory is upward, with no
+    upper bound, and needs no probe of the later side (it read everything after). A time
+    among the stored ones is read between two bounds, as before. Both give the nearest."""
+    horizon, n = temporal_horizon_s(GraphConfig()), 8
+    mem = _memory(chroma_server, {"": np.zeros(DIM, np.float32)})
+    try:
+        stored = _store_by_the_second(mem, 2000)
+        end = max(stored.values())
+        store = mem._store
+        counts: Counter[str] = Counter()
+        filters: list[Any] = []
+        store.what = _FilterLog(store.what, counts, filters)
+        for t in (end + 1.0, end + 2.5):  # each past the newest (the second call too)
+            assert store.nearest_in_time([t], horizon, n) == [
+                _nearest_by_scan(stored, t, horizon, n)]
+            assert [_bounds(f) for f in filters] == [{"$gte"}]
+            filters.clear()
+        middle = T0 + 1000.5
+        assert store.nearest_in_time([middle], horizon, n) == [
+            _nearest_by_scan(stored, middle, horizon, n)]
+        assert [_bounds(f) for f in filters] == [{"$gte", "$lte"}]
+    finally:
+        mem.close()
+
+
+def test_an_upward_read_that_meets_more_memories_than_a_read_holds_reads_the_range(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that has neither read nor written yet takes every time for the newest; when
+    its upward read stops at the read limit (newer memories, written by another process),
+    the range is read again between two bounds, and the candidates are still the nearest."""
+    import scrubjay.store as store_module
+
+    monkeypatch.setattr(store_module, "TIME_READ_MAX", 100)
+    horizon, n = temporal_horizon_s(GraphConfig()), 8
+    writer = _memory(chroma_server, {"": np.zeros(DIM, np.float32)})
+    host, port = chroma_server
+    mem = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
+                         namespace=writer.namespace,
+                         embedder=CallableEmbedder(lambda ts: np.zeros((len(ts), DIM), np.float32),
+                                                   name="callable:srv-ingest"),
+                         config=ScrubJayConfig(llm=LLMConfig(annotate=False)),
+                         clock=lambda: T0 + 10 * 3600.0)
+    try:
+        stored = _store_by_the_second(writer, 1500)
+        store = mem._store
+        counts: Counter[str] = Counter()
+        filters: list[Any] = []
+        store.what = _FilterLog(store.what, counts, filters)
+        t = T0 + 300.5  # 1,200 memories after it
+        assert store.nearest_in_time([t], horizon, n) == [_nearest_by_scan(stored, t, horizon, n)]
+        assert [_bounds(f) for f in filters] == [{"$gte"}, {"$gte", "$lte"}]
+        filters.clear()
+        # the capped read showed newer memories: the next time among them reads the range
+        t = T0 + 40.5
+        assert store.nearest_in_time([t], horizon, n) == [_nearest_by_scan(stored, t, horizon, n)]
+        assert _bounds(filters[0]) == {"$gte", "$lte"}
+    finally:
+        mem.close()
+        writer.close()
+
+
+def test_a_batch_without_a_context_reads_no_where_vectors(chroma_server) -> None:
+    """A candidate's where-vector enters an edge only through ``e_C`` against a new memory
+    that has a context. A batch without one reads none (a request fewer per ``add``); a
+    batch with one reads them, and links by context."""
+    rng = np.random.default_rng(8)
+    lut = {"": np.zeros(DIM, np.float32), "desk": _unit(rng.standard_normal(DIM))}
+    for i in range(6):
+        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many([{"text": f"note {i}", "context": "desk", "at": T0 - 86_400.0 * (6 - i),
+                       "id": f"n{i}"} for i in range(4)])
+        counts: Counter[str] = Counter()
+        store = mem._store
+        store.where = _Counting(store.where, counts)
+        mem.add_many([{"text": "note 4", "at": T0 - 86_400.0 * 2, "id": "n4"}])
+        assert counts["get"] == 0
+        assert _stored_edges(mem, "n4") == {}  # a day apart, unrelated, no shared context
+        mem.add_many([{"text": "note 5", "context": "desk", "at": T0 - 86_400.0,
+                       "id": "n5"}])
+        assert counts["get"] >= 1
+        assert set(_stored_edges(mem, "n5")) == {"n0", "n1", "n2", "n3"}  # by context alone
+    finally:
+        mem.close()
+
+
+def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_server) -> None:
+    """The link candidates by vector and by time are independent reads: each waits at a
+    barrier for the other, which passes only when both run at once."""
+    import threading
+
+    rng = np.random.default_rng(9)
+    lut = {"": np.zeros(DIM, np.float32)}
+    for i in range(4):
+        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many([{"text": f"note {i}", "at": T0 + 60.0 * i, "id": f"n{i}"}
+                      for i in range(3)])
+        barrier = threading.Barrier(2, timeout=10)
+        store = mem._store
+        by_vector, by_time = store.query_many, store.nearest_in_time
+
+        def query_many(*args: Any, **kwargs: Any) -> Any:
+            barrier.wait()
+            return by_vector(*args, **kwargs)
+
+        def nearest_in_time(*args: Any, **kwargs: Any) -> Any:
+            barrier.wait()
+            return by_time(*args, **kwargs)
+
+        store.query_many = query_many  # type: ignore[method-assign]
+        store.nearest_in_time = nearest_in_time  # type: ignore[method-assign]
+        rec = mem.add("note 3", at=T0 + 180.0)
+        assert set(_stored_edges(mem, rec.id)) == {"n0", "n1", "n2"}  # minutes apart
+    finally:
+        mem.close()
