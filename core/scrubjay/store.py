@@ -52,6 +52,17 @@ without), and linking rewrites it in hundreds to thousands of older rows per 10,
 adjacency stays in Chroma. Copying an embedded store's collections elsewhere must carry the
 edge file's rows along (:meth:`ChromaStore.edges_of`; the benchmark's ``_copy_to`` does).
 
+Since schema 6 an embedded store's row is one metadata key: its creation time goes inside
+``sj_row``'s perishability payload (field ``t``) instead of a key ``sj_t`` of its own, which
+reads put back. Why: Chroma writes an SQLite row per metadata key, and only a server's reads by
+time filter on the time (Chroma adds of 10,000 rows alternating in one process, five rounds:
+2.17-2.61 s with one key against 2.44-2.80 s with two; docs/performance.md, item 32). A
+server's rows keep the key. An embedded memory with ``SearchConfig(mirror=False)`` links as a
+server does, and takes its temporal candidates from the store's times, read once and kept by
+its writes (one process holds an embedded store). Schema 5 rows, with the key, still read;
+copying an embedded store's rows to a server must give them the key back (the benchmark's
+``_copy_to`` does).
+
 The text is a metadata key, not Chroma's document (schema 3; schemas 1 and 2 kept it as the
 document, still read): Chroma indexes a document for full-text search (SQLite FTS5, trigrams),
 which scrubjay never queries and which cost 12-19% of each write (replays of the ingest
@@ -104,10 +115,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: 6: an embedded store's creation time inside ``sj_row``'s perishability, no ``sj_t`` key;
 #: 5: an embedded store's adjacency in its edge file (:data:`EDGE_FILE`), not in Chroma;
 #: 4: perishability and text in one key, ``sj_row``; 3: the text in ``sj_text``, no
 #: document; 2: perishability packed in ``sj_perish``; 1: a key per field (all still read).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _PAGE = 2_000
 _USER_PREFIX = "u_"
 #: Chroma names a vector-index folder after its segment's UUID.
@@ -140,6 +152,9 @@ TIME_READ_MAX = 5_000
 #: a new memory, then widens as needed (:meth:`ChromaStore.nearest_in_time`; chosen: 5.7 h /
 #: 256 is 80 s, which holds the 32 nearest on a side at one memory every 2.5 s or denser).
 TIME_FIRST_SHARE = 256.0
+#: Metadata key of a memory's creation time (epoch seconds; since schema 6 an embedded
+#: store keeps it inside ``sj_row``, a server's rows keep the key: reads by time filter on it).
+_TIME_KEY = "sj_t"
 #: Metadata key of a memory's text (schema 3; before, Chroma's document).
 _TEXT_KEY = "sj_text"
 #: Metadata key of schema 4's packed row, and the separator of its two parts.
@@ -159,7 +174,7 @@ RCI_EVENT_KEY = "sj_rci_event"
 #: ``sj_*`` keys of schema 1, which the rest of the package reads).
 _PERISH_KEY = "sj_perish"
 _PERISH_FIELDS = (("label", "sj_label"), ("pi", "sj_pi"), ("tau", "sj_tau"),
-                  ("value", "sj_value"), ("source", "sj_src"))
+                  ("value", "sj_value"), ("source", "sj_src"), ("t", "sj_t"))
 #: Largest angle (radians) between a memory's indexed and exact what-vectors (chosen: it shifts a
 #: cosine similarity seen by the HNSW candidate generation by at most 0.05; one RCI event moves a
 #: vector by at most ~0.07 rad with the default eta_w = 0.2, theta = 0.6).
@@ -284,16 +299,26 @@ def pack_row(perishability: str, text: str) -> str:
     return f"{perishability}{_ROW_SEP}{text}"
 
 
-def _row_meta(meta: Mapping[str, Any], text: str, *, edges: bool = True) -> dict[str, Any]:
+def _row_meta(meta: Mapping[str, Any], text: str, *, edges: bool = True,
+              time_key: bool = True) -> dict[str, Any]:
     """A new record's Chroma metadata: ``sj_perish`` and the text packed into ``sj_row`` (a
     record without ``sj_perish`` keeps schema 3's layout); ``edges=False``: without
-    ``sj_edges`` (an embedded store keeps it in its edge file)."""
+    ``sj_edges`` (an embedded store keeps it in its edge file); ``time_key=False``: the time
+    ``sj_t`` goes into the perishability payload (schema 6, embedded), not a key of its own.
+
+    >>> _row_meta({"sj_perish": '{"pi":0.5}', "sj_t": 7.0}, "hi", time_key=False)
+    {'sj_row': '{"pi":0.5,"t":7.0}\\x1fhi'}
+    """
     perish = meta.get(_PERISH_KEY)
     drop = (_PERISH_KEY,) if edges else (_PERISH_KEY, _EDGES_KEY)
     out = {k: v for k, v in meta.items() if k not in drop}
     if not isinstance(perish, str):
         out[_TEXT_KEY] = text
         return out
+    t = out.get(_TIME_KEY)
+    if not time_key and isinstance(t, float) and perish.endswith("}") and perish != "{}":
+        del out[_TIME_KEY]
+        perish = f'{perish[:-1]},"t":{t!r}}}'
     out[_ROW_KEY] = pack_row(perish, text)
     return out
 
@@ -587,6 +612,11 @@ class ChromaStore:
         #: The newest creation time this object wrote or read (a read by time reaching past
         #: it has no upper bound: :meth:`nearest_in_time`).
         self._newest_seen = -math.inf
+        #: An embedded store's creation times by id, read at the first read by time (its rows
+        #: hold them inside ``sj_row``, which Chroma cannot filter on; one process writes an
+        #: embedded store, so its own writes keep them current), and them sorted.
+        self._times: dict[str, float] | None = None
+        self._times_sorted: tuple[list[str], NDArray[np.float64]] | None = None
         #: An embedded store's adjacency (schema 5); None: it is in Chroma (``sj_edges``).
         self._edge_file: _EdgeFile | None = None
         try:
@@ -862,6 +892,7 @@ class ChromaStore:
     def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
              what: NDArray[np.float32], where: NDArray[np.float32],
              has_where: list[int]) -> None:
+        server = self._edge_file is None  # an embedded store: edges and time as schema 6
         try:
             step = self._batch()
             for lo in range(0, len(has_where), step):
@@ -871,13 +902,17 @@ class ChromaStore:
             for lo in range(0, len(ids), step):
                 sl = slice(lo, lo + step)
                 self.what.add(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
-                              metadatas=[_row_meta(m, t, edges=self._edge_file is None)
+                              metadatas=[_row_meta(m, t, edges=server, time_key=server)
                                          for m, t in zip(metas[sl], texts[sl], strict=True)])
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc
-        times = [t for m in metas if isinstance(t := m.get("sj_t"), float)]
+        times = [t for m in metas if isinstance(t := m.get(_TIME_KEY), float)]
         if times:
             self._newest_seen = max(self._newest_seen, *times)
+        if self._times is not None:
+            self._times.update((i, float(m.get(_TIME_KEY, 0.0)))
+                               for i, m in zip(ids, metas, strict=True))
+            self._times_sorted = None
 
     def update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
                     what: NDArray[np.float32] | None = None) -> None:
@@ -959,6 +994,7 @@ class ChromaStore:
         self._redact_log(ids=ids)
 
     def _delete(self, ids: Sequence[str]) -> None:
+        self._times = self._times_sorted = None  # read again at the next read by time
         try:
             step = self._batch()
             for lo in range(0, len(ids), step):
@@ -1220,6 +1256,8 @@ class ChromaStore:
         out: list[list[str]] = [[] for _ in times]
         if n <= 0 or horizon_s < 0 or not len(times):
             return out
+        if self._edge_file is not None:
+            return self._nearest_in_time_local(times, horizon_s, n)
         t_new = np.asarray(times, dtype=np.float64)
         start = min(horizon_s, self._time_width.get((horizon_s, n), horizon_s / TIME_FIRST_SHARE))
         width = np.full(len(t_new), start)  # per item, on each side
@@ -1279,6 +1317,20 @@ class ChromaStore:
         if fits:  # the next call starts at the width that fits the density read
             self._time_width[(horizon_s, n)] = min(horizon_s, float(np.median(fits)))
         return out
+
+    def _nearest_in_time_local(self, times: Sequence[float], horizon_s: float,
+                               n: int) -> list[list[str]]:
+        """:meth:`nearest_in_time` of an embedded store (a memory with ``mirror=False``), from
+        its creation times held here: read once (every row), then kept by its writes."""
+        if self._times_sorted is None:
+            if self._times is None:
+                self._times = {row.id: float(row.meta.get(_TIME_KEY, 0.0))
+                               for row in self.iter_all(vectors=False)}
+            ids = sorted(self._times, key=lambda i: (self._times[i], i))  # type: ignore[index]
+            self._times_sorted = ids, np.array([self._times[i] for i in ids], np.float64)
+        ids, t_sorted = self._times_sorted
+        return [_nearest(ids, t_sorted, int(np.searchsorted(t_sorted, t)), float(t), n,
+                         horizon_s) for t in times]
 
     def _read_by_time(self, lo: float, hi: float | None
                       ) -> tuple[list[str], NDArray[np.float64], bool]:
@@ -1370,6 +1422,7 @@ class ChromaStore:
 
     def drop(self) -> None:
         """Delete both collections of this namespace (and their text in the local log)."""
+        self._times = self._times_sorted = None
         collection_ids = [str(self.what.id), str(self.where.id)]
         for suffix in ("what", "where"):
             with contextlib.suppress(Exception):

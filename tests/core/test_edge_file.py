@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from scrubjay import ScrubJayMemory, StoreError
 from scrubjay.snapshot import snapshot_path
-from scrubjay.store import EDGE_FILE, _EdgeFile
+from scrubjay.store import EDGE_FILE, SCHEMA_VERSION, _EdgeFile
 
 T0 = 1_764_000_000.0  # the fixtures' frozen clock (tests/conftest.py)
 
@@ -75,7 +75,7 @@ def test_the_adjacency_lives_in_the_edge_file_and_survives_a_cold_reopen(
     mem.close()
     again = _reopen_cold(tmp_path, clock, embedder)
     assert _adjacency(again) == before
-    assert again._store.state()["sj_schema"] == 5
+    assert again._store.state()["sj_schema"] == SCHEMA_VERSION
     again.close()
 
 
@@ -215,3 +215,71 @@ def test_a_failed_delete_leaves_the_graph_and_mirror_as_a_reopen_reads_them(
     again.delete(victim)  # and the delete goes through once the store works
     assert victim not in again._mirror.row_of and victim not in _adjacency(again)
     again.close()
+
+
+def test_an_embedded_row_is_one_metadata_key_with_its_time_inside(tmp_path, clock,
+                                                                 embedder) -> None:
+    """Schema 6: Chroma writes a row per metadata key (10,000 rows: about 0.3 s per key), and
+    only a server's reads by time filter on the time; an embedded row keeps it inside
+    ``sj_row``'s perishability. Records, search and a cold reopen read it back; a schema 5
+    row (the time as a key of its own) beside still reads."""
+    mem = _open(tmp_path, clock, embedder)
+    mem.add_many(_texts(6))
+    rec = mem.add("the deploy of the billing service finished", at=T0 - 30.5)
+    raw = mem._store.what.get(include=["metadatas"])["metadatas"]
+    assert raw and all(set(m) == {"sj_row"} for m in raw)
+    # a schema 5 row, beside: the same payload without the time, and the time as a key
+    old = dict(mem._store.what.get(ids=[rec.id], include=["metadatas"])["metadatas"][0])
+    perish, _ = old["sj_row"].split("\x1f", 1)
+    payload = json.loads(perish)
+    assert payload.pop("t") == T0 - 30.5
+    vec = mem._store.what.get(ids=[rec.id], include=["embeddings"])["embeddings"][0]
+    mem._store.what.add(ids=["schema5"], embeddings=[vec],
+                        metadatas=[{"sj_row": json.dumps(payload) + "\x1f" + "an older note",
+                                    "sj_t": T0 - 7200.0}])
+    mem._store.set_state(sj_schema=5)
+    mem.close()
+    again = _reopen_cold(tmp_path, clock, embedder)
+    assert again.get(rec.id) == rec
+    assert again.get("schema5").created_at_s == T0 - 7200.0
+    assert again.get("m03").created_at_s == T0 - 3600 + 180
+    hits = again.search("the deploy of the billing service", k=3)
+    assert rec.id in {h.id for h in hits}
+    again.add("the meeting room on floor 2 is booked", at=T0 - 10.0)
+    assert again._store.state()["sj_schema"] == SCHEMA_VERSION
+    again.close()
+
+
+def test_an_embedded_store_without_a_mirror_links_by_time(tmp_path, clock, embedder) -> None:
+    """``SearchConfig(mirror=False)`` links as a server does: candidates by vector and the
+    nearest in time. An embedded store's times are not a key Chroma can filter on (schema
+    6), so it reads them once and keeps them with its writes. Here the memories nearest by
+    vector are days old (no edge), and a new memory's only edges are by time, to the three
+    unrelated memories of the last hour: found across a reopen, and again after a delete."""
+    from scrubjay import ScrubJayConfig
+    from scrubjay.config import GraphConfig, SearchConfig
+
+    cfg = ScrubJayConfig(search=SearchConfig(mirror=False), graph=GraphConfig(max_neighbors=4))
+
+    def open_() -> ScrubJayMemory:
+        return ScrubJayMemory(path=tmp_path, namespace="flat", clock=clock, embedder=embedder,
+                              config=cfg)
+
+    def edges(mem: ScrubJayMemory, mid: str) -> set[str]:
+        return {e[0] for e in json.loads(mem._store.get([mid])[0].meta["sj_edges"])}
+
+    mem = open_()
+    mem.add_many([{"text": f"alpha beta old {i} zz{i}", "at": T0 - 3 * 86_400 + 60 * i}
+                  for i in range(30)])
+    mem.add_many([{"text": f"kitchen window {i} open", "at": T0 - 3000 + 1000 * i,
+                   "id": f"n{i}"} for i in range(3)])
+    mem.close()
+    mem = open_()
+    try:
+        rec = mem.add("alpha beta gamma delta", at=T0 - 300)
+        assert edges(mem, rec.id) == {"n0", "n1", "n2"}
+        mem.delete("n2")
+        rec2 = mem.add("alpha beta epsilon zeta", at=T0 - 250)
+        assert edges(mem, rec2.id) == {"n0", "n1", rec.id}
+    finally:
+        mem.close()

@@ -229,7 +229,9 @@ def _build(mem: Any, corpus: Corpus, n: int, batch: int, bar: Any = None) -> flo
 # ---------------------------------------------------------------------------- search
 def _copy_to(src: Any, dst_client: Any, batch: int = 1_000) -> None:
     """Copy a namespace's two collections (as ScrubJay wrote them, with the adjacency of an
-    embedded store's edge file as each row's ``sj_edges``) into another client."""
+    embedded store's edge file as each row's ``sj_edges`` and, from schema 6, its creation
+    time as ``sj_t``, a key of its own that a server's reads by time filter on) into another
+    client."""
     for col in (src.what, src.where):
         dst = dst_client.get_or_create_collection(col.name, embedding_function=None,
                                                   configuration={"hnsw": {"space": "cosine"}},
@@ -243,7 +245,9 @@ def _copy_to(src: Any, dst_client: Any, batch: int = 1_000) -> None:
             kw: dict[str, Any] = {"ids": got["ids"], "embeddings": got["embeddings"]}
             if col is src.what:  # an embedded store's adjacency is in its edge file
                 edges = src.edges_of(got["ids"])
-                got["metadatas"] = [{**(m or {}), "sj_edges": edges[i]} if i in edges else m
+                times = {r.id: r.meta["sj_t"] for r in src.get(got["ids"])}
+                got["metadatas"] = [{**(m or {}), "sj_t": times[i],
+                                     **({"sj_edges": edges[i]} if i in edges else {})}
                                     for i, m in zip(got["ids"], got["metadatas"], strict=True)]
             if any(got["metadatas"] or []):
                 kw["metadatas"] = got["metadatas"]
