@@ -6,11 +6,14 @@ from typing import Any
 
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import Field, create_model
-from scrubjay import ScrubJayMemory
+from scrubjay import ScrubJayError, ScrubJayMemory
 
 from ._search import filtered_search
 
 __all__ = ["create_memory_tools"]
+
+#: At most this many revisions that raised keep their time for a retry (the oldest goes first).
+_RETRIES_KEPT = 64
 
 
 def create_memory_tools(memory: ScrubJayMemory, *, context: str = "", k: int = 5,
@@ -21,7 +24,10 @@ def create_memory_tools(memory: ScrubJayMemory, *, context: str = "", k: int = 5
     * ``recall(query, k=...)`` returns the best memories, best first, each flagged stale or not
       (stale ones are left out unless ``include_stale=True``);
     * ``revise(new_information, context="")`` runs Retroactive Contextual Integration (RCI): the
-      related memories are updated and the new information is stored.
+      related memories are updated and the new information is stored. A call that raised
+      (say, the store failed part-way) and is made again with the same words is the same RCI
+      event, at the first call's time: the memories it updated before the failure are not
+      updated twice (:meth:`ScrubJayMemory.integrate`).
 
     ``context`` is the default "where" of every call (e.g. the conversation).
 
@@ -47,8 +53,21 @@ def create_memory_tools(memory: ScrubJayMemory, *, context: str = "", k: int = 5
         return "\n".join(f"- {h.text} (score {h.score:.2f}, "
                          f"{'stale' if h.stale else 'fresh'}, id {h.id})" for h in hits)
 
+    # (text, context) -> time of a revise that raised: an agent retries with the same words
+    failed: dict[tuple[str, str], float] = {}
+
     def revise(new_information: str, context: str = "") -> str:
-        report = memory.integrate(new_information, context=context or default_context)
+        ctx = context or default_context
+        at = failed.pop((new_information, ctx), None)
+        if at is None:
+            at = memory.now()
+        try:
+            report = memory.integrate(new_information, context=ctx, at=at)
+        except ScrubJayError:
+            if len(failed) >= _RETRIES_KEPT:
+                del failed[next(iter(failed))]
+            failed[(new_information, ctx)] = at
+            raise
         d = report.deltas
         return (f"Revised {len(report.affected)} memories (value {d.delta_value:+.2f}, "
                 f"perishability {d.delta_pi:+.2f}, horizon {d.delta_tau:+.0%}); "

@@ -45,6 +45,61 @@ def test_tools_remember_recall_revise(clock, embedder) -> None:
     assert len(mem) == 2 and mem.get(rec.id).updated_at_s == clock()
 
 
+class _UpdateFailsOnce:
+    """A Chroma collection whose second ``update`` call raises (a transient failure)."""
+
+    def __init__(self, col: Any) -> None:
+        self._col, self.calls = col, 0
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._col, name)
+        if name != "update":
+            return real
+
+        def update(**kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == 2:
+                raise RuntimeError("disk full")
+            return real(**kwargs)
+        return update
+
+
+def test_a_revise_that_raised_and_is_retried_is_the_same_rci_event(
+        clock, embedder, monkeypatch) -> None:
+    """An agent retries a tool call that raised with the same words, later. The RCI update
+    failed part-way (written in calls of 2 rows here): the retry takes the first call's time,
+    so it is the same event, the memories updated before the failure are not updated twice,
+    and the store ends as one clean run leaves it."""
+    import scrubjay.store as store_module
+    from scrubjay import ScrubJayError
+
+    monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)
+    monkeypatch.setattr(store_module, "_WRITE_BATCH", 2)
+    items = [{"id": f"m{i}", "text": f"The user's sister lives in Oslo, note {i}"}
+             for i in range(6)]
+    news = {"new_information": "The user's sister no longer lives in Oslo"}
+    control = ScrubJayMemory(embedder=embedder, clock=clock)
+    control.add_many(items)
+    control_revise = create_memory_tools(control, context="chat")[2]
+    assert "Revised 6 memories" in control_revise.invoke(news)
+    expected = {r.id: r for r in control}
+
+    mem = ScrubJayMemory(embedder=embedder, clock=clock)
+    mem.add_many(items)
+    revise = create_memory_tools(mem, context="chat")[2]
+    real = mem._store.what
+    mem._store.what = failing = _UpdateFailsOnce(real)
+    with pytest.raises(ScrubJayError):
+        revise.invoke(news)
+    assert failing.calls == 2, "one update call landed before the failure"
+    mem._store.what = real
+    clock.advance(minutes=3)
+    assert "stored the new information" in revise.invoke(news)
+    assert {r.id: r for r in mem} == expected
+    control.close()
+    mem.close()
+
+
 class _ToolCallingFake(GenericFakeChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self
