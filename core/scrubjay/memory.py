@@ -961,7 +961,10 @@ class ScrubJayMemory:
             return by_what, by_where
 
         def by_time_read() -> list[list[str]]:
-            return self._store.nearest_in_time(times, horizon, 2 * k) \
+            # the newest time known here (the namespace's state at open, then this process's
+            # adds) spares a fresh store object an upward read through newer memories
+            return self._store.nearest_in_time(times, horizon, 2 * k,
+                                               newest_hint=self._newest_t) \
                 if horizon is not None else [[] for _ in ids]
 
         # the vector queries and the reads by time are independent: side by side

@@ -1229,8 +1229,8 @@ class ChromaStore:
             raise _wrap(f"read {len(ids)} ids", exc) from exc
         return found
 
-    def nearest_in_time(self, times: Sequence[float], horizon_s: float,
-                        n: int) -> list[list[str]]:
+    def nearest_in_time(self, times: Sequence[float], horizon_s: float, n: int, *,
+                        newest_hint: float = -math.inf) -> list[list[str]]:
         """For each of ``times``, the ids of the (up to) ``n`` stored memories created nearest
         before it and the ``n`` nearest after it, within ``horizon_s`` (server mode's temporal
         link candidates).
@@ -1248,10 +1248,11 @@ class ChromaStore:
         second puts 20,000 within the 5.7 h horizon) is so read around each time, not over its
         whole horizon. A read holding more than :data:`TIME_READ_MAX` memories stops there,
         and which of them Chroma returns is its choice: the nearest are then taken from that
-        subset. A range that reaches past the newest memory this object wrote or read is read
-        upwards, with no upper bound (cheaper in Chroma, and complete on the later side: no
-        probe); when that read stops at the limit, newer memories were written elsewhere, and
-        the range is read again between its bounds.
+        subset. A range that reaches past the newest memory this object wrote or read (or
+        ``newest_hint``, the newest the caller knows of) is read upwards, with no upper bound
+        (cheaper in Chroma, and complete on the later side: no probe); when that read stops at
+        the limit, newer memories were written elsewhere, and the range is read again between
+        its bounds.
         """
         out: list[list[str]] = [[] for _ in times]
         if n <= 0 or horizon_s < 0 or not len(times):
@@ -1272,7 +1273,7 @@ class ChromaStore:
                 # Chroma matches each bound of a range, then intersects, so two bounds cost
                 # about the namespace's size (50,000 memories: 35 ms, against 7 ms for one);
                 # a memory added now, the usual case, is past every other
-                upward = hi >= self._newest_seen
+                upward = hi >= max(self._newest_seen, newest_hint)
                 ids, t_sorted, capped = self._read_by_time(lo, None if upward else hi)
                 if upward and capped:  # newer memories written elsewhere: the closed range
                     upward = False

@@ -380,6 +380,17 @@ def test_an_upward_read_that_meets_more_memories_than_a_read_holds_reads_the_ran
         t = T0 + 40.5
         assert store.nearest_in_time([t], horizon, n) == [_nearest_by_scan(stored, t, horizon, n)]
         assert _bounds(filters[0]) == {"$gte", "$lte"}
+        # a caller that knows the newest time (the namespace's state) spares the capped read
+        fresh = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
+                               namespace=writer.namespace, embedder=mem._embedder,
+                               config=mem.config, clock=lambda: T0 + 10 * 3600.0)
+        filters.clear()
+        fresh._store.what = _FilterLog(fresh._store.what, counts, filters)
+        t = T0 + 300.5
+        assert fresh._store.nearest_in_time([t], horizon, n, newest_hint=max(stored.values())) \
+            == [_nearest_by_scan(stored, t, horizon, n)]
+        assert [_bounds(f) for f in filters] == [{"$gte", "$lte"}]
+        fresh.close()
     finally:
         mem.close()
         writer.close()
@@ -432,7 +443,10 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
             barrier.wait()
             return by_vector(*args, **kwargs)
 
+        hints: list[float] = []
+
         def nearest_in_time(*args: Any, **kwargs: Any) -> Any:
+            hints.append(kwargs["newest_hint"])
             barrier.wait()
             return by_time(*args, **kwargs)
 
@@ -440,5 +454,6 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
         store.nearest_in_time = nearest_in_time  # type: ignore[method-assign]
         rec = mem.add("note 3", at=T0 + 180.0)
         assert set(_stored_edges(mem, rec.id)) == {"n0", "n1", "n2"}  # minutes apart
+        assert hints == [T0 + 120.0]  # the newest time the memory knows of
     finally:
         mem.close()
