@@ -1324,11 +1324,12 @@ class ChromaStore:
         """:meth:`nearest_in_time` of an embedded store (a memory with ``mirror=False``), from
         its creation times held here: read once (every row), then kept by its writes."""
         if self._times_sorted is None:
-            if self._times is None:
-                self._times = {row.id: float(row.meta.get(_TIME_KEY, 0.0))
-                               for row in self.iter_all(vectors=False)}
-            ids = sorted(self._times, key=lambda i: (self._times[i], i))  # type: ignore[index]
-            self._times_sorted = ids, np.array([self._times[i] for i in ids], np.float64)
+            known = self._times
+            if known is None:
+                known = self._times = {row.id: float(row.meta.get(_TIME_KEY, 0.0))
+                                       for row in self.iter_all(vectors=False)}
+            ids = sorted(known, key=lambda i: (known[i], i))
+            self._times_sorted = ids, np.array([known[i] for i in ids], np.float64)
         ids, t_sorted = self._times_sorted
         return [_nearest(ids, t_sorted, int(np.searchsorted(t_sorted, t)), float(t), n,
                          horizon_s) for t in times]
@@ -1337,9 +1338,9 @@ class ChromaStore:
                       ) -> tuple[list[str], NDArray[np.float64], bool]:
         """The ids of the memories created in ``[lo, hi]`` (``hi=None``: at ``lo`` or later)
         sorted by time, their times, and whether the read stopped at :data:`TIME_READ_MAX`."""
-        where: dict[str, Any] = {"sj_t": {"$gte": float(lo)}}
+        where: dict[str, Any] = {_TIME_KEY: {"$gte": float(lo)}}
         if hi is not None:
-            where = {"$and": [where, {"sj_t": {"$lte": float(hi)}}]}
+            where = {"$and": [where, {_TIME_KEY: {"$lte": float(hi)}}]}
         try:
             got = _retry(self.what.get, where=where, limit=TIME_READ_MAX, include=["metadatas"])
         except Exception as exc:
@@ -1348,7 +1349,7 @@ class ChromaStore:
         if capped:
             logger.debug("%d+ memories within [%.0f, %.0f]: temporal link candidates taken "
                          "from Chroma's first %d", TIME_READ_MAX, lo, hi, TIME_READ_MAX)
-        t = np.array([float((m or {}).get("sj_t", np.nan)) for m in got["metadatas"]])
+        t = np.array([float((m or {}).get(_TIME_KEY, np.nan)) for m in got["metadatas"]])
         keep = np.flatnonzero(np.isfinite(t))
         order = keep[np.argsort(t[keep], kind="stable")]
         if len(order):
@@ -1359,7 +1360,7 @@ class ChromaStore:
         """Whether a memory was created within the bounds (``{"$gte": t}`` and the like):
         one id read, no data."""
         try:
-            got = _retry(self.what.get, where={"$and": [{"sj_t": low}, {"sj_t": high}]},
+            got = _retry(self.what.get, where={"$and": [{_TIME_KEY: low}, {_TIME_KEY: high}]},
                          limit=1, include=[])
         except Exception as exc:
             raise _wrap("read memories by time", exc) from exc
