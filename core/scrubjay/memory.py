@@ -1301,15 +1301,14 @@ class ScrubJayMemory:
         Chroma requests: the latency of the slower instead of the sum). ``inner=True`` from
         code that runs in the first worker itself: the second goes to a worker of its own,
         which runs nothing that waits on another (no deadlock however many threads call)."""
-        if inner:
-            if self._inner_pool is None:
-                self._inner_pool = ThreadPoolExecutor(max_workers=1,
-                                                      thread_name_prefix="scrubjay-inner")
-            pool = self._inner_pool
-        else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrubjay")
-            pool = self._pool
+        pool = self._inner_pool if inner else self._pool
+        if pool is None:
+            pool = ThreadPoolExecutor(max_workers=1,
+                                      thread_name_prefix="scrubjay-inner" if inner else "scrubjay")
+            if inner:
+                self._inner_pool = pool
+            else:
+                self._pool = pool
         later = pool.submit(second)
         try:
             done = first()

@@ -906,10 +906,11 @@ class ChromaStore:
                                          for m, t in zip(metas[sl], texts[sl], strict=True)])
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc
-        times = [t for m in metas if isinstance(t := m.get(_TIME_KEY), float)]
-        if times:
-            self._newest_seen = max(self._newest_seen, *times)
-        if self._times is not None:
+        if server:  # an embedded store's reads by time are its own (_nearest_in_time_local)
+            times = [t for m in metas if isinstance(t := m.get(_TIME_KEY), float)]
+            if times:
+                self._newest_seen = max(self._newest_seen, *times)
+        elif self._times is not None:
             self._times.update((i, float(m.get(_TIME_KEY, 0.0)))
                                for i, m in zip(ids, metas, strict=True))
             self._times_sorted = None
