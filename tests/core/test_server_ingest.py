@@ -76,6 +76,7 @@ def _requests_for_a_batch(chroma_server: tuple[str, int], size: int) -> int:
 
 
 def test_a_batch_costs_the_same_requests_whatever_its_size(chroma_server) -> None:
+    """Within one page of what queries (``_LINK_QUERY_PAGE`` new memories)."""
     small = _requests_for_a_batch(chroma_server, 10)
     large = _requests_for_a_batch(chroma_server, 200)
     # per batch: the existence check, the what and where queries, one read by time, the
@@ -455,5 +456,103 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
         rec = mem.add("note 3", at=T0 + 180.0)
         assert set(_stored_edges(mem, rec.id)) == {"n0", "n1", "n2"}  # minutes apart
         assert hints == [T0 + 120.0]  # the newest time the memory knows of
+    finally:
+        mem.close()
+
+
+def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch's what queries go in pages; the rows of a page's candidates are read while
+    the next page is queried: each later page's query waits until the read of the page
+    before has started, which happens only if the reads run beside the queries. The graph
+    is the one that the batch queried in one page gets."""
+    import threading
+
+    import scrubjay.memory as memory_module
+
+    rng = np.random.default_rng(12)
+    lut = {"": np.zeros(DIM, np.float32)}
+    old, new = [], []
+    for c in range(3):  # three topics: each page of new memories has candidates of its own
+        centre = _unit(rng.standard_normal(DIM))
+        for i in range(10):
+            text = f"old {c}.{i}"
+            lut[text] = _unit(centre + 0.1 * rng.standard_normal(DIM))
+            old.append({"text": text, "at": T0 + 60.0 * len(old), "id": f"o{c}.{i}"})
+        for i in range(3):
+            text = f"new {c}.{i}"
+            lut[text] = _unit(centre + 0.1 * rng.standard_normal(DIM))
+            new.append({"text": text, "at": T0 + 7200.0 + 60.0 * len(new), "id": f"n{c}.{i}"})
+    paged, whole = (_memory(chroma_server, lut, max_neighbors=4) for _ in range(2))
+    try:
+        for mem in (paged, whole):
+            mem.add_many(old)
+        monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 3, raising=False)
+        store = paged._store
+        query_many, get = store.query_many, store.get
+        reads = threading.Semaphore(0)
+        pages: list[bool] = []
+
+        def paged_query(which: str, *args: Any, **kwargs: Any) -> Any:
+            if which == "what":
+                pages.append(True if not pages else reads.acquire(timeout=10))
+            return query_many(which, *args, **kwargs)
+
+        def rows_read(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("vectors"):
+                reads.release()
+            return get(*args, **kwargs)
+
+        store.query_many = paged_query  # type: ignore[method-assign]
+        store.get = rows_read  # type: ignore[method-assign]
+        paged.add_many(new)  # three pages of three new memories
+        assert pages == [True, True, True]
+        monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 1_000)
+        whole.add_many(new)
+        for item in old + new:
+            assert _stored_edges(paged, item["id"]) == _stored_edges(whole, item["id"])
+        assert all(_stored_edges(paged, item["id"]) for item in new)
+    finally:
+        paged.close()
+        whole.close()
+
+
+def test_a_pages_candidate_read_that_fails_stores_nothing(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read of a page's candidate rows that fails in the worker fails the batch with the
+    package's error after every request it started has ended: nothing of the batch is
+    stored, and the same batch goes in afterwards."""
+    import scrubjay.memory as memory_module
+    from scrubjay.errors import StoreError
+
+    rng = np.random.default_rng(13)
+    lut = {"": np.zeros(DIM, np.float32)}
+    items = []
+    for i in range(12):
+        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+        items.append({"text": f"note {i}", "at": T0 + 60.0 * i, "id": f"n{i}"})
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(items[:6])
+        monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 2, raising=False)
+        store = mem._store
+        get = store.get
+        calls: list[int] = []
+
+        def failing_first_read(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("vectors"):
+                calls.append(1)
+                if len(calls) == 1:
+                    raise StoreError("the server went away")
+            return get(*args, **kwargs)
+
+        store.get = failing_first_read  # type: ignore[method-assign]
+        with pytest.raises(StoreError, match="went away"):
+            mem.add_many(items[6:])
+        assert len(calls) >= 2  # the batch's other reads ran to their end too
+        assert len(mem) == 6 and not any(i["id"] in mem for i in items[6:])
+        store.get = get  # type: ignore[method-assign]
+        mem.add_many(items[6:])
+        assert len(mem) == 12 and _stored_edges(mem, "n11")
     finally:
         mem.close()
