@@ -472,17 +472,22 @@ def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
 
     rng = np.random.default_rng(12)
     lut = {"": np.zeros(DIM, np.float32)}
+    desk = _unit(rng.standard_normal(DIM))
+    for i in range(40):  # contexts near one another, none equal (no ties between them)
+        lut[f"desk {i}"] = _unit(desk + 0.05 * rng.standard_normal(DIM))
     old, new = [], []
     for c in range(3):  # three topics: each page of new memories has candidates of its own
         centre = _unit(rng.standard_normal(DIM))
         for i in range(10):
             text = f"old {c}.{i}"
             lut[text] = _unit(centre + 0.1 * rng.standard_normal(DIM))
-            old.append({"text": text, "at": T0 + 60.0 * len(old), "id": f"o{c}.{i}"})
+            old.append({"text": text, "at": T0 + 60.0 * len(old), "id": f"o{c}.{i}",
+                        "context": f"desk {len(old)}" if i % 3 == 0 else ""})
         for i in range(3):
             text = f"new {c}.{i}"
             lut[text] = _unit(centre + 0.1 * rng.standard_normal(DIM))
-            new.append({"text": text, "at": T0 + 7200.0 + 60.0 * len(new), "id": f"n{c}.{i}"})
+            new.append({"text": text, "at": T0 + 7200.0 + 60.0 * len(new), "id": f"n{c}.{i}",
+                        "context": f"desk {30 + len(new)}" if i == 1 else ""})
     paged, whole = (_memory(chroma_server, lut, max_neighbors=4) for _ in range(2))
     try:
         for mem in (paged, whole):
@@ -512,6 +517,10 @@ def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
         for item in old + new:
             assert _stored_edges(paged, item["id"]) == _stored_edges(whole, item["id"])
         assert all(_stored_edges(paged, item["id"]) for item in new)
+        # the where-vectors were read with the pages' rows: edges weigh their contexts
+        contextual = [row for item in new if item["context"] for row in json.loads(
+            paged._store.get([item["id"]])[0].meta["sj_edges"]) if row[3] > 0]
+        assert contextual
     finally:
         paged.close()
         whole.close()
