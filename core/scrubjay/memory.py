@@ -688,18 +688,38 @@ class ScrubJayMemory:
         if reads is None and not self._use_mirror and self.config.graph.max_neighbors > 0:
             reads = self._server_link_reads([r.id for r in records],
                                             [r.created_at_s for r in records], what, where)
-        changed = self._link(records, what, where, graph, reads)
-        new_ids = {r.id for r in records}
-        old = sorted(changed - new_ids)
-        if reads is not None:
-            self._complete_adjacency(graph, [i for i in old if i not in reads.rows],
-                                     set(reads.rows) | new_ids)
+        ids = [r.id for r in records]
+        new_ids = set(ids)
+        # every id is new now: the ids it replaces were deleted above
+        unlinked = None
+        if not self._embedded and self.config.graph.max_neighbors > 0:
+            # a server takes the rows while this thread links them; their edges follow in
+            # one update (the add is a server's dearest write, the update a cheap one)
+            unlinked = self._worker(inner=False).submit(
+                self._store.add_unlinked, ids, [r.text for r in records],
+                [self._meta(r, "[]") for r in records], what, where)
         try:
-            edges = graph.dumps_many([*(r.id for r in records), *old])
-            # every id is new now: the ids it replaces were deleted above
-            metas = [self._meta(r, e) for r, e in zip(records, edges[:len(records)], strict=True)]
-            self._store.add([r.id for r in records], [r.text for r in records], metas, what, where,
-                            adjacency=list(zip(old, edges[len(records):], strict=True)))
+            changed = self._link(records, what, where, graph, reads)
+            old = sorted(changed - new_ids)
+            if reads is not None:
+                self._complete_adjacency(graph, [i for i in old if i not in reads.rows],
+                                         set(reads.rows) | new_ids)
+            edges = graph.dumps_many([*ids, *old])
+        except BaseException:
+            if unlinked is not None:
+                self._drop_unlinked(unlinked, ids)
+            raise
+        try:
+            if unlinked is not None:
+                unlinked.result()  # its own failure deleted what it wrote
+                self._store.link_added(ids, edges[:len(records)],
+                                       adjacency=list(zip(old, edges[len(records):],
+                                                          strict=True)))
+            else:
+                metas = [self._meta(r, e)
+                         for r, e in zip(records, edges[:len(records)], strict=True)]
+                self._store.add(ids, [r.text for r in records], metas, what, where,
+                                adjacency=list(zip(old, edges[len(records):], strict=True)))
         except ScrubJayError:
             self._maybe_written.update(new_ids)  # a retry deletes them before its add
             if self._use_mirror:  # roll the in-memory graph back to what Chroma holds
@@ -724,6 +744,20 @@ class ScrubJayMemory:
                 self._save_newest("The batch is stored, but the namespace's state keeps "
                                   "its earlier newest time until a newer memory is added")
         return records
+
+    def _drop_unlinked(self, unlinked: Future[None], ids: list[str]) -> None:
+        """After the linking of a batch failed: wait for its rows' add (server mode) and
+        delete what it wrote, best effort; ids it may have left are noted for a retry."""
+        try:
+            unlinked.result()
+        except ScrubJayError:
+            return  # the add deleted what it wrote
+        try:
+            self._store.discard(ids)
+        except ScrubJayError as exc:
+            self._maybe_written.update(ids)
+            logger.warning("A batch whose linking failed left %d memories without edges "
+                           "(a retry with the same ids replaces them): %s", len(ids), exc)
 
     def _save_newest(self, failure: str) -> None:
         """Record the newest memory time in the namespace's state: a hint for the adaptive

@@ -818,6 +818,55 @@ class ChromaStore:
             if self._edge_file is None:
                 self._chroma_adjacency(adjacency)
 
+    def add_unlinked(self, ids: Sequence[str], texts: Sequence[str],
+                     metas: Sequence[dict[str, Any]], what: NDArray[np.float32],
+                     where: NDArray[np.float32]) -> None:
+        """Against a server, the first half of :meth:`add`: write new memories without
+        their ``sj_edges`` (read as no edges) while the caller links them; then
+        :meth:`link_added` writes the edges. A write that fails deletes the rows that
+        landed, as :meth:`add` does. The server takes the rows meanwhile, and the edges' update
+        that follows costs far less than their share of the add."""
+        if self._edge_file is not None:
+            raise ValueError("an embedded store writes a batch's edges with add()")
+        has_where = [i for i in range(len(ids)) if np.any(where[i])]
+        with self._tracked_write():
+            try:
+                self._add(ids, texts, metas, what, where, has_where, edges=False)
+            except StoreError:
+                with contextlib.suppress(StoreError):
+                    self._delete(ids)
+                raise
+
+    def discard(self, ids: Sequence[str]) -> None:
+        """Delete rows that :meth:`add_unlinked` wrote and no memory links to yet (no
+        adjacency to rewrite)."""
+        with self._tracked_write():
+            self._delete(ids)
+
+    def link_added(self, ids: Sequence[str], edges: Sequence[str],
+                   adjacency: Sequence[tuple[str, str]] = ()) -> None:
+        """The second half: the ``sj_edges`` of the memories :meth:`add_unlinked` wrote
+        (``edges``, in the order of ``ids``), then ``adjacency``, the new ``sj_edges`` of older
+        memories, in one update when they fit in one request (new rows first). As with
+        :meth:`add`, a crash leaves at worst new memories that list an older one that does
+        not list them yet. When the new rows' part fails, they are deleted again (best
+        effort) and the error is raised, so that the batch shows up nowhere; when only the
+        older memories' part fails, the error is raised and the new memories stay, as
+        :meth:`add` leaves them."""
+        todo = [*zip(ids, edges, strict=True), *adjacency]
+        step = self._batch()
+        with self._tracked_write():
+            for lo in range(0, len(todo), step):
+                part = todo[lo:lo + step]
+                try:
+                    self._update_meta([i for i, _ in part], [{_EDGES_KEY: e} for _, e in part],
+                                      None)
+                except StoreError:
+                    if lo < len(ids):  # the part held new rows: the batch goes
+                        with contextlib.suppress(StoreError):
+                            self._delete(ids)
+                    raise
+
     def backup(self, ids: Sequence[str]) -> RowsBackup:
         """The raw rows of ``ids`` and the adjacency of them and their neighbours, read before
         a batch replaces them (:meth:`restore` puts them back if it fails)."""
@@ -891,7 +940,7 @@ class ChromaStore:
 
     def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
              what: NDArray[np.float32], where: NDArray[np.float32],
-             has_where: list[int]) -> None:
+             has_where: list[int], *, edges: bool = True) -> None:
         server = self._edge_file is None  # an embedded store: edges and time as schema 6
         try:
             step = self._batch()
@@ -902,7 +951,8 @@ class ChromaStore:
             for lo in range(0, len(ids), step):
                 sl = slice(lo, lo + step)
                 self.what.add(ids=list(ids[sl]), embeddings=what[sl].astype(np.float32),
-                              metadatas=[_row_meta(m, t, edges=server, time_key=server)
+                              metadatas=[_row_meta(m, t, edges=server and edges,
+                                                   time_key=server)
                                          for m, t in zip(metas[sl], texts[sl], strict=True)])
         except Exception as exc:
             raise _wrap(f"write {len(ids)} memories", exc) from exc

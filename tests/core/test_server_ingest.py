@@ -565,3 +565,111 @@ def test_a_pages_candidate_read_that_fails_stores_nothing(
         assert len(mem) == 12 and _stored_edges(mem, "n11")
     finally:
         mem.close()
+
+
+def _batch_items(rng: np.random.Generator, lut: dict[str, np.ndarray], start: int,
+                 count: int) -> list[dict[str, Any]]:
+    items = []
+    for i in range(start, start + count):
+        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+        items.append({"text": f"note {i}", "at": T0 + 60.0 * i, "id": f"n{i}"})
+    return items
+
+
+def test_a_batchs_rows_are_written_while_it_is_linked(chroma_server) -> None:
+    """Server mode: the new rows go to the server while the batch is linked (the linking
+    waits until their write has started, which passes only if the write runs beside it);
+    their edges follow, and they are the edges an add with them would have written."""
+    import threading
+
+    rng = np.random.default_rng(14)
+    lut = {"": np.zeros(DIM, np.float32)}
+    first, second = _batch_items(rng, lut, 0, 6), _batch_items(rng, lut, 6, 6)
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(first)
+        writing = threading.Event()
+        waited: list[bool] = []
+        store = mem._store
+        add_unlinked, link = getattr(store, "add_unlinked", None), mem._link
+
+        def add_rows(*args: Any, **kwargs: Any) -> Any:
+            writing.set()
+            assert add_unlinked is not None
+            return add_unlinked(*args, **kwargs)
+
+        def linking(*args: Any, **kwargs: Any) -> Any:
+            waited.append(writing.wait(timeout=10))
+            return link(*args, **kwargs)
+
+        store.add_unlinked = add_rows  # type: ignore[attr-defined]
+        mem._link = linking  # type: ignore[method-assign]
+        mem.add_many(second)
+        assert waited == [True]
+        for item in first + second:  # both ends list every edge
+            for other, weight in _stored_edges(mem, item["id"]).items():
+                assert _stored_edges(mem, other)[item["id"]] == weight
+        assert all(_stored_edges(mem, item["id"]) for item in second)
+    finally:
+        mem.close()
+
+
+def test_a_batch_whose_edges_write_fails_leaves_nothing(chroma_server) -> None:
+    """When the update that gives the new rows their edges fails, the rows are deleted again
+    and the older memories keep the edges they had; the same batch goes in afterwards."""
+    from scrubjay.errors import StoreError
+
+    rng = np.random.default_rng(15)
+    lut = {"": np.zeros(DIM, np.float32)}
+    first, second = _batch_items(rng, lut, 0, 6), _batch_items(rng, lut, 6, 4)
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(first)
+        before = {item["id"]: _stored_edges(mem, item["id"]) for item in first}
+        store = mem._store
+        update = store._update_meta
+
+        def failing(ids: Any, metas: Any, what: Any) -> Any:
+            if any("sj_edges" in m for m in metas):
+                raise StoreError("the server went away")
+            return update(ids, metas, what)
+
+        store._update_meta = failing  # type: ignore[method-assign]
+        with pytest.raises(StoreError, match="went away"):
+            mem.add_many(second)
+        store._update_meta = update  # type: ignore[method-assign]
+        assert len(mem) == 6 and not any(item["id"] in mem for item in second)
+        assert {item["id"]: _stored_edges(mem, item["id"]) for item in first} == before
+        mem.add_many(second)
+        assert len(mem) == 10 and all(_stored_edges(mem, i["id"]) for i in second)
+    finally:
+        mem.close()
+
+
+def test_a_batch_whose_linking_fails_after_its_rows_went_leaves_nothing(
+        chroma_server) -> None:
+    """The rows' write runs beside the linking: when the linking fails, the rows that were
+    written are deleted again and the error is raised as it is."""
+    from scrubjay.errors import StoreError
+
+    rng = np.random.default_rng(16)
+    lut = {"": np.zeros(DIM, np.float32)}
+    first, second = _batch_items(rng, lut, 0, 5), _batch_items(rng, lut, 5, 4)
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(first)
+        link = mem._link
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            raise StoreError("a read of the candidates failed")
+
+        mem._link = failing  # type: ignore[method-assign]
+        with pytest.raises(StoreError, match="candidates failed"):
+            mem.add_many(second)
+        mem._link = link  # type: ignore[method-assign]
+        assert len(mem) == 5 and not any(item["id"] in mem for item in second)
+        assert not mem._store.existing([item["id"] for item in second])
+        mem.add_many(second)
+        assert len(mem) == 9
+    finally:
+        mem.close()
