@@ -274,6 +274,25 @@ class _LinkReads:
     """Their rows, with vectors (a candidate deleted meanwhile is absent)."""
 
 
+class _Queried:
+    """Server mode: set once a batch's reads by vector and by time are done (``ok``) or
+    will not be (the reads failed or the batch replaces stored ids)."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.ok = False
+
+    def mark(self, ok: bool) -> None:
+        if not self._event.is_set():
+            self.ok = ok
+            self._event.set()
+
+    def wait(self) -> bool:
+        """Wait for the mark; whether the queries are done."""
+        self._event.wait()
+        return self.ok
+
+
 class ScrubJayMemory:
     """An agent memory whose every item knows how fast it goes stale.
 
@@ -378,6 +397,8 @@ class ScrubJayMemory:
         self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
         # server mode: a request beside one that runs in _pool (never waits on _pool itself)
         self._inner_pool: ThreadPoolExecutor | None = None
+        # server mode: a batch's rows written while it is read and linked
+        self._write_pool: ThreadPoolExecutor | None = None
         # ids of a write that failed part-way: they may have what rows the mirror lacks
         self._maybe_written: set[str] = set()
         self._closed = False
@@ -501,7 +522,7 @@ class ScrubJayMemory:
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
-                for pool in (self._pool, self._inner_pool):
+                for pool in (self._pool, self._inner_pool, self._write_pool):
                     if pool is not None:
                         pool.shutdown(wait=False)
 
@@ -660,28 +681,56 @@ class ScrubJayMemory:
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
         self._store.check_embedder(self._embedder.name, int(what.shape[1]))
-        labels, replaced, reads = self._classify_and_read(items, what, where,
-                                                          any(annotations))
-        records = [MemoryRecord(id=p.id, text=p.text, context=p.context, label=c.label,
-                                pi=float(c.pi), tau_s=float(c.tau_s),
-                                value=float(self.config.decay.default_value),
-                                created_at_s=float(p.at_s), metadata=p.metadata,
-                                annotation=a, source=c.source)
-                   for p, a, c in zip(items, annotations, labels, strict=True)]
+
+        def records_of(labels: list[Perishability]) -> list[MemoryRecord]:
+            return [MemoryRecord(id=p.id, text=p.text, context=p.context, label=c.label,
+                                 pi=float(c.pi), tau_s=float(c.tau_s),
+                                 value=float(self.config.decay.default_value),
+                                 created_at_s=float(p.at_s), metadata=p.metadata,
+                                 annotation=a, source=c.source)
+                    for p, a, c in zip(items, annotations, labels, strict=True)]
+
+        def write_early(labels: list[Perishability]) -> tuple[list[MemoryRecord],
+                                                                Future[None]]:
+            records = records_of(labels)
+            return records, self._write_unlinked(records, what, where)
+
+        labels, replaced, reads, early = self._classify_and_read(
+            items, what, where, any(annotations),
+            write_early if self._writes_unlinked() else None)
+        records = early[0] if early is not None else records_of(labels)
         # a replaced memory goes before the batch is linked and written: if that fails, the
         # old version is written back from this backup rather than lost
         backup = self._store.backup(replaced) if replaced else None
         try:
-            return self._replace_and_write(records, replaced, what, where, reads)
+            return self._replace_and_write(records, replaced, what, where, reads,
+                                           early[1] if early is not None else None)
         except ScrubJayError:
             if backup is not None:
                 self._restore_replaced(backup)
             raise
 
+    def _writes_unlinked(self) -> bool:
+        """Whether a batch's rows go to the store before their edges (a server's add is its
+        dearest write: it runs while the batch is read and linked, the edges follow)."""
+        return not self._embedded and self.config.graph.max_neighbors > 0
+
+    def _write_unlinked(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                        where: NDArray[np.float32]) -> Future[None]:
+        """Start the write of ``records`` without their edges, in a worker of its own."""
+        if self._write_pool is None:
+            self._write_pool = ThreadPoolExecutor(max_workers=1,
+                                                  thread_name_prefix="scrubjay-write")
+        return self._write_pool.submit(
+            self._store.add_unlinked, [r.id for r in records], [r.text for r in records],
+            [self._meta(r, "[]") for r in records], what, where)
+
     def _replace_and_write(self, records: list[MemoryRecord], replaced: list[str],
                            what: NDArray[np.float32], where: NDArray[np.float32],
-                           reads: _LinkReads | None) -> list[MemoryRecord]:
-        """Delete the memories ``records`` replace, link ``records`` and write them."""
+                           reads: _LinkReads | None,
+                           unlinked: Future[None] | None = None) -> list[MemoryRecord]:
+        """Delete the memories ``records`` replace, link ``records`` and write them
+        (``unlinked``: their rows' write without edges, started already)."""
         if replaced:
             self._delete_ids(replaced)
         graph = self._graph if self._use_mirror else EpisodicGraph(self.config.graph)
@@ -691,13 +740,10 @@ class ScrubJayMemory:
         ids = [r.id for r in records]
         new_ids = set(ids)
         # every id is new now: the ids it replaces were deleted above
-        unlinked = None
-        if not self._embedded and self.config.graph.max_neighbors > 0:
+        if unlinked is None and self._writes_unlinked():
             # a server takes the rows while this thread links them; their edges follow in
             # one update (the add is a server's dearest write, the update a cheap one)
-            unlinked = self._worker(inner=False).submit(
-                self._store.add_unlinked, ids, [r.text for r in records],
-                [self._meta(r, "[]") for r in records], what, where)
+            unlinked = self._write_unlinked(records, what, where)
         try:
             changed = self._link(records, what, where, graph, reads)
             old = sorted(changed - new_ids)
@@ -793,12 +839,19 @@ class ScrubJayMemory:
         mine = set(backup.ids)
         self._reload_adjacency([*backup.ids, *(j for j, _ in backup.adjacency if j not in mine)])
 
-    def _classify_and_read(self, items: list[_Prepared], what: NDArray[np.float32],
-                           where: NDArray[np.float32], annotated: bool
-                           ) -> tuple[list[Perishability], list[str], _LinkReads | None]:
+    def _classify_and_read(
+            self, items: list[_Prepared], what: NDArray[np.float32],
+            where: NDArray[np.float32], annotated: bool,
+            write_early: Callable[[list[Perishability]], tuple[list[MemoryRecord],
+                                                               Future[None]]] | None = None,
+    ) -> tuple[list[Perishability], list[str], _LinkReads | None,
+               tuple[list[MemoryRecord], Future[None]] | None]:
         """A batch's perishability, the ids it replaces and (server mode) its link candidates'
         reads, which run in a worker while this thread classifies: the requests wait on the
-        server, not on this process's interpreter."""
+        server, not on this process's interpreter. ``write_early``: called with the labels
+        once the candidates' queries are done and the batch replaces nothing, to start the
+        rows' write while the candidates' rows are still being read (its result is
+        returned; it is undone if the reads then fail)."""
         # the bundled embedder is the estimator's: it reuses these rows when what = text
         reuse = isinstance(self._embedder, WordLlamaEmbedder) and not annotated
 
@@ -811,17 +864,34 @@ class ScrubJayMemory:
         # only an id the caller chose can be stored already (server mode: a request saved)
         chosen = [p.id for p in items if p.id_given]
         if self._use_mirror or self.config.graph.max_neighbors == 0:
-            return classify(), self._existing(chosen), None
+            return classify(), self._existing(chosen), None, None
+        queried = _Queried()
 
         def read() -> tuple[list[str], _LinkReads | None]:
-            found = self._existing(chosen)
-            if found:  # the replaced rows must go before the candidates are read
-                return found, None
-            return found, self._server_link_reads(ids, [p.at_s for p in items], what, where,
-                                                  in_worker=True)
+            try:
+                found = self._existing(chosen)
+                if found:  # the replaced rows must go before the candidates are read
+                    return found, None
+                return found, self._server_link_reads(ids, [p.at_s for p in items], what,
+                                                      where, in_worker=True, queried=queried)
+            finally:
+                queried.mark(False)  # no-op once the queries were marked done
 
-        labels, (replaced, reads) = self._concurrently(classify, read)
-        return labels, replaced, reads
+        later = self._worker(inner=False).submit(read)
+        early = None
+        try:
+            labels = classify()
+            if write_early is not None and queried.wait():
+                # the queries saw the store without the batch: its rows may go now
+                early = write_early(labels)
+            replaced, reads = later.result()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                later.result()
+            if early is not None:
+                self._drop_unlinked(early[1], [p.id for p in items])
+            raise
+        return labels, replaced, reads, early
 
     def _complete_adjacency(self, graph: EpisodicGraph, ids: Sequence[str],
                             complete: set[str]) -> None:
@@ -973,7 +1043,8 @@ class ScrubJayMemory:
 
     def _server_link_reads(self, ids: Sequence[str], times: Sequence[float],
                            what: NDArray[np.float32], where: NDArray[np.float32], *,
-                           in_worker: bool = False) -> _LinkReads:
+                           in_worker: bool = False,
+                           queried: _Queried | None = None) -> _LinkReads:
         """Server mode: a batch's link candidates, read from Chroma (requests only, no graph:
         :meth:`_store_items` runs them in a worker thread while it classifies).
 
@@ -1030,6 +1101,8 @@ class ScrubJayMemory:
                 by_where = dict(zip(has_where, self._store.query_many(
                     "where", where[has_where], k), strict=True))
             by_time = by_time_later.result()
+            if queried is not None:  # no request of this batch reads the store by vector
+                queried.mark(True)   # or time any more: its rows may be written
             # the last page's candidates, the where and the time ones: one read, here
             last = new_ids([*by_what[-_LINK_QUERY_PAGE:], *by_where.values(), *by_time])
             got = self._store.get(last, vectors=True, where_vectors=bool(has_where))

@@ -673,3 +673,53 @@ def test_a_batch_whose_linking_fails_after_its_rows_went_leaves_nothing(
         assert len(mem) == 9
     finally:
         mem.close()
+
+
+def test_a_batchs_rows_are_written_while_its_candidates_rows_are_read(chroma_server) -> None:
+    """Once a batch's candidates are queried, its rows go to the server while the candidates'
+    rows are still being read: that read waits until the rows' write has started, which
+    passes only if the write starts before it ends. And when that read then fails, the rows
+    written are deleted again."""
+    import threading
+
+    from scrubjay.errors import StoreError
+
+    rng = np.random.default_rng(17)
+    lut = {"": np.zeros(DIM, np.float32)}
+    first, second = _batch_items(rng, lut, 0, 6), _batch_items(rng, lut, 6, 4)
+    third = _batch_items(rng, lut, 10, 3)
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(first)
+        store = mem._store
+        add_unlinked, get = store.add_unlinked, store.get
+        writing = threading.Event()
+        waited: list[bool] = []
+        fail = [False]
+
+        def add_rows(*args: Any, **kwargs: Any) -> Any:
+            writing.set()
+            return add_unlinked(*args, **kwargs)
+
+        def rows_read(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("vectors"):
+                waited.append(writing.wait(timeout=10))
+                if fail[0]:
+                    raise StoreError("the server went away")
+            return get(*args, **kwargs)
+
+        store.add_unlinked = add_rows  # type: ignore[method-assign]
+        store.get = rows_read  # type: ignore[method-assign]
+        mem.add_many(second)
+        assert waited == [True]
+        assert len(mem) == 10 and all(_stored_edges(mem, i["id"]) for i in second)
+        writing.clear()
+        fail[0] = True
+        with pytest.raises(StoreError, match="went away"):
+            mem.add_many(third)
+        assert len(mem) == 10 and not store.existing([i["id"] for i in third])
+        store.get = get  # type: ignore[method-assign]
+        mem.add_many(third)
+        assert len(mem) == 13
+    finally:
+        mem.close()
