@@ -1057,6 +1057,8 @@ class ScrubJayMemory:
         new candidates are read while the next page is queried (the server searches while
         this process decodes rows). ``in_worker``: this runs in :meth:`_concurrently`'s
         worker already. The candidates' where-vectors are read only when a new item has one.
+        ``queried`` is marked once no request of the batch reads the store by vector or by
+        time any more (the batch's rows may then be written: no query can see them).
         """
         cfg = self.config.graph
         k = cfg.max_neighbors
