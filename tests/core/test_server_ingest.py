@@ -567,13 +567,23 @@ def test_a_pages_candidate_read_that_fails_stores_nothing(
         mem.close()
 
 
-def _batch_items(rng: np.random.Generator, lut: dict[str, np.ndarray], start: int,
-                 count: int) -> list[dict[str, Any]]:
-    items = []
-    for i in range(start, start + count):
-        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
-        items.append({"text": f"note {i}", "at": T0 + 60.0 * i, "id": f"n{i}"})
-    return items
+def _stored_then(chroma_server: tuple[str, int], seed: int, *sizes: int
+                 ) -> tuple[ScrubJayMemory, list[list[dict[str, Any]]]]:
+    """A memory (4 neighbours at most) holding a first batch of random notes, and the
+    batches of the further ``sizes`` to add (one minute apart, ids ``n<i>``)."""
+    rng = np.random.default_rng(seed)
+    lut = {"": np.zeros(DIM, np.float32)}
+    batches, start = [], 0
+    for size in sizes:
+        batch = []
+        for i in range(start, start + size):
+            lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+            batch.append({"text": f"note {i}", "at": T0 + 60.0 * i, "id": f"n{i}"})
+        batches.append(batch)
+        start += size
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    mem.add_many(batches[0])
+    return mem, batches
 
 
 def test_a_batchs_rows_are_written_while_it_is_linked(chroma_server) -> None:
@@ -582,12 +592,8 @@ def test_a_batchs_rows_are_written_while_it_is_linked(chroma_server) -> None:
     their edges follow, and they are the edges an add with them would have written."""
     import threading
 
-    rng = np.random.default_rng(14)
-    lut = {"": np.zeros(DIM, np.float32)}
-    first, second = _batch_items(rng, lut, 0, 6), _batch_items(rng, lut, 6, 6)
-    mem = _memory(chroma_server, lut, max_neighbors=4)
+    mem, (first, second) = _stored_then(chroma_server, 14, 6, 6)
     try:
-        mem.add_many(first)
         writing = threading.Event()
         waited: list[bool] = []
         store = mem._store
@@ -619,12 +625,8 @@ def test_a_batch_whose_edges_write_fails_leaves_nothing(chroma_server) -> None:
     and the older memories keep the edges they had; the same batch goes in afterwards."""
     from scrubjay.errors import StoreError
 
-    rng = np.random.default_rng(15)
-    lut = {"": np.zeros(DIM, np.float32)}
-    first, second = _batch_items(rng, lut, 0, 6), _batch_items(rng, lut, 6, 4)
-    mem = _memory(chroma_server, lut, max_neighbors=4)
+    mem, (first, second) = _stored_then(chroma_server, 15, 6, 4)
     try:
-        mem.add_many(first)
         before = {item["id"]: _stored_edges(mem, item["id"]) for item in first}
         store = mem._store
         update = store._update_meta
@@ -652,12 +654,8 @@ def test_a_batch_whose_linking_fails_after_its_rows_went_leaves_nothing(
     written are deleted again and the error is raised as it is."""
     from scrubjay.errors import StoreError
 
-    rng = np.random.default_rng(16)
-    lut = {"": np.zeros(DIM, np.float32)}
-    first, second = _batch_items(rng, lut, 0, 5), _batch_items(rng, lut, 5, 4)
-    mem = _memory(chroma_server, lut, max_neighbors=4)
+    mem, (_, second) = _stored_then(chroma_server, 16, 5, 4)
     try:
-        mem.add_many(first)
         link = mem._link
 
         def failing(*args: Any, **kwargs: Any) -> Any:
@@ -684,13 +682,8 @@ def test_a_batchs_rows_are_written_while_its_candidates_rows_are_read(chroma_ser
 
     from scrubjay.errors import StoreError
 
-    rng = np.random.default_rng(17)
-    lut = {"": np.zeros(DIM, np.float32)}
-    first, second = _batch_items(rng, lut, 0, 6), _batch_items(rng, lut, 6, 4)
-    third = _batch_items(rng, lut, 10, 3)
-    mem = _memory(chroma_server, lut, max_neighbors=4)
+    mem, (_, second, third) = _stored_then(chroma_server, 17, 6, 4, 3)
     try:
-        mem.add_many(first)
         store = mem._store
         add_unlinked, get = store.add_unlinked, store.get
         writing = threading.Event()
