@@ -27,7 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, Literal, Self, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -394,11 +394,8 @@ class ScrubJayMemory:
         # the largest angle (rad) between a memory's exact what-vector and its index vector
         # that this process wrote or read (RCI defers index rewrites up to INDEX_DRIFT_MAX_RAD)
         self._drift_max = 0.0
-        self._pool: ThreadPoolExecutor | None = None  # server mode: two requests at once
-        # server mode: a request beside one that runs in _pool (never waits on _pool itself)
-        self._inner_pool: ThreadPoolExecutor | None = None
-        # server mode: a batch's rows written while it is read and linked
-        self._write_pool: ThreadPoolExecutor | None = None
+        # server mode's single-thread workers, by role (:meth:`_worker`), made on first use
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         # ids of a write that failed part-way: they may have what rows the mirror lacks
         self._maybe_written: set[str] = set()
         self._closed = False
@@ -522,9 +519,8 @@ class ScrubJayMemory:
                 if self._private_prefix is not None:
                     self._store.drop()
                 self._store.close()
-                for pool in (self._pool, self._inner_pool, self._write_pool):
-                    if pool is not None:
-                        pool.shutdown(wait=False)
+                for pool in self._pools.values():
+                    pool.shutdown(wait=False)
 
     def __enter__(self) -> Self:
         return self
@@ -718,10 +714,7 @@ class ScrubJayMemory:
     def _write_unlinked(self, records: list[MemoryRecord], what: NDArray[np.float32],
                         where: NDArray[np.float32]) -> Future[None]:
         """Start the write of ``records`` without their edges, in a worker of its own."""
-        if self._write_pool is None:
-            self._write_pool = ThreadPoolExecutor(max_workers=1,
-                                                  thread_name_prefix="scrubjay-write")
-        return self._write_pool.submit(
+        return self._worker("write").submit(
             self._store.add_unlinked, [r.id for r in records], [r.text for r in records],
             [self._meta(r, "[]") for r in records], what, where)
 
@@ -877,7 +870,7 @@ class ScrubJayMemory:
             finally:
                 queried.mark(False)  # no-op once the queries were marked done
 
-        later = self._worker(inner=False).submit(read)
+        later = self._worker("main").submit(read)
         early = None
         try:
             labels = classify()
@@ -1064,7 +1057,7 @@ class ScrubJayMemory:
         k = cfg.max_neighbors
         has_where = [i for i in range(len(ids)) if np.any(where[i])]
         horizon = temporal_horizon_s(cfg)
-        pool = self._worker(inner=in_worker)
+        pool = self._worker("inner" if in_worker else "main")
 
         def by_time_read() -> list[list[str]]:
             # the newest time known here (the namespace's state at open, then this process's
@@ -1441,24 +1434,23 @@ class ScrubJayMemory:
         Chroma requests: the latency of the slower instead of the sum). ``inner=True`` from
         code that runs in the first worker itself: the second goes to a worker of its own,
         which runs nothing that waits on another (no deadlock however many threads call)."""
-        later = self._worker(inner=inner).submit(second)
+        later = self._worker("inner" if inner else "main").submit(second)
         try:
             done = first()
         finally:
             got = later.result()
         return done, got
 
-    def _worker(self, *, inner: bool) -> ThreadPoolExecutor:
-        """The worker of :meth:`_concurrently` (``inner=True``: the one for code that runs in
-        the first worker itself), created on first use."""
-        pool = self._inner_pool if inner else self._pool
+    def _worker(self, role: Literal["main", "inner", "write"]) -> ThreadPoolExecutor:
+        """A single-thread worker, made on first use: ``main`` runs requests beside this
+        thread (:meth:`_concurrently`), ``inner`` those beside code that runs in ``main``
+        itself and ``write`` a batch's rows; none runs anything that waits on another, so no
+        call can deadlock however many threads make it."""
+        pool = self._pools.get(role)
         if pool is None:
-            pool = ThreadPoolExecutor(max_workers=1,
-                                      thread_name_prefix="scrubjay-inner" if inner else "scrubjay")
-            if inner:
-                self._inner_pool = pool
-            else:
-                self._pool = pool
+            pool = self._pools[role] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="scrubjay" if role == "main"
+                else f"scrubjay-{role}")
         return pool
 
     def _value_max_of(self, records: Iterable[MemoryRecord]) -> float:
