@@ -271,7 +271,30 @@ class _LinkReads:
     per_item: list[set[str]]
     """The candidate ids of each new item."""
     rows: dict[str, StoredRow]
-    """Their rows, with vectors (a candidate deleted meanwhile is absent)."""
+    """Their rows (a candidate deleted meanwhile is absent). ``what`` is read only where a
+    similarity below is missing or off (an RCI-moved row carries its exact vector)."""
+    similar: list[dict[str, float]]
+    """Per new item, the cosine of each of its nearest by what, as the query returned it."""
+
+
+def _per_item(ids: Sequence[str], what: NDArray[np.float32], by_what: list[list[str]],
+              sims: list[list[float]], by_where: Mapping[int, list[str]],
+              by_time: list[list[str]]) -> tuple[list[set[str]], list[dict[str, float]]]:
+    """Server mode: each new item's link candidates (its nearest by what, by where and in
+    time, itself left out) and the similarities its what-query gave (none for an item whose
+    what-vector is zero: Chroma's cosine distance is undefined there)."""
+    per_item: list[set[str]] = []
+    similar: list[dict[str, float]] = []
+    nonzero = np.any(what, axis=1).tolist()
+    for i, mid in enumerate(ids):
+        mine = set(by_what[i])
+        mine.update(by_where.get(i, ()))
+        mine.update(by_time[i])
+        mine.discard(mid)
+        per_item.append(mine)
+        known = dict(zip(by_what[i], sims[i], strict=True)) if nonzero[i] else {}
+        similar.append({c: s for c, s in known.items() if math.isfinite(s)})
+    return per_item, similar
 
 
 class _Queried:
@@ -1076,21 +1099,29 @@ class ScrubJayMemory:
             return sorted(new)
 
         def read_rows(found: Iterable[list[str]]) -> None:
-            """Read, in the worker, the rows of the candidates in ``found`` not asked yet."""
+            """Read, in the worker, the rows of the candidates in ``found`` not asked yet,
+            without their what-vectors: the queries gave their similarities."""
             new = new_ids(found)
             if new:
                 # a candidate's where-vector counts only against a new memory that has one
                 pending.append(pool.submit(self._store.get, new, vectors=True,
-                                           where_vectors=bool(has_where)))
+                                           where_vectors=bool(has_where),
+                                           index_vectors=False))
 
         by_time_later = pool.submit(by_time_read)
         try:
             by_what: list[list[str]] = []
-            for lo in range(0, len(ids), _LINK_QUERY_PAGE):
+            sims: list[list[float]] = []
+            pages = range(0, len(ids), _LINK_QUERY_PAGE)
+            for lo in pages:
                 if by_what:  # the previous page's rows, read while this page is queried
                     read_rows(by_what[lo - _LINK_QUERY_PAGE:])
-                by_what.extend(self._store.query_many(
-                    "what", what[lo:lo + _LINK_QUERY_PAGE], k))
+                page, page_sims = self._store.query_many_similar(
+                    "what", what[lo:lo + _LINK_QUERY_PAGE], k)
+                by_what.extend(page)
+                sims.extend(page_sims)
+            if len(pages) > 1:  # the last page's rows too: the worker is idle now
+                read_rows(by_what[-_LINK_QUERY_PAGE:])
             by_where: dict[int, list[str]] = {}
             if has_where:
                 by_where = dict(zip(has_where, self._store.query_many(
@@ -1098,24 +1129,23 @@ class ScrubJayMemory:
             by_time = by_time_later.result()
             if queried is not None:  # no request of this batch reads the store by vector
                 queried.mark(True)   # or time any more: its rows may be written
-            # the last page's candidates, the where and the time ones: one read, here
-            last = new_ids([*by_what[-_LINK_QUERY_PAGE:], *by_where.values(), *by_time])
-            got = self._store.get(last, vectors=True, where_vectors=bool(has_where))
-            got.extend(row for later in pending for row in later.result())
+            per_item, similar = _per_item(ids, what, by_what, sims, by_where, by_time)
+            # the rest, and every candidate some item has no similarity for: one read of
+            # rows with their what-vectors, here (it wins over a page's read of the same row)
+            needed = {c for mine, known in zip(per_item, similar, strict=True)
+                      for c in mine if c not in known}
+            last = sorted(set(new_ids([*by_what[-_LINK_QUERY_PAGE:], *by_where.values(),
+                                       *by_time])) | needed)
+            got = [row for later in pending for row in later.result()]
+            got.extend(self._store.get(last, vectors=True, where_vectors=bool(has_where)))
         finally:  # nothing is left running when a request failed
             started: list[Future[Any]] = [by_time_later, *pending]
             for later in started:
                 with contextlib.suppress(Exception):
                     later.result()
-        per_item: list[set[str]] = []
-        for i, mid in enumerate(ids):
-            mine = set(by_what[i])
-            mine.update(by_where.get(i, ()))
-            mine.update(by_time[i])
-            mine.discard(mid)
-            per_item.append(mine)
-        rows = {r.id: r for r in sorted(got, key=lambda r: r.id)}
-        return _LinkReads(per_item=per_item, rows=rows)
+        read = {r.id: r for r in got}
+        return _LinkReads(per_item=per_item, rows={i: read[i] for i in sorted(read)},
+                          similar=similar)
 
     def _link_candidates_server(self, records: list[MemoryRecord], what: NDArray[np.float32],
                                 where: NDArray[np.float32], graph: EpisodicGraph,
@@ -1131,10 +1161,14 @@ class ScrubJayMemory:
             graph.loads(r.id, r.meta.get("sj_edges"))
         if not rows:
             return _Candidates.pad([_NO_CANDIDATES] * len(records))
-        # the candidates' vectors and times as matrices, indexed per item
+        # the candidates' vectors and times as matrices, indexed per item (a row read
+        # without its what-vector has zeros there and is flagged)
         index = {c: j for j, c in enumerate(rows)}
         zero = np.zeros(what.shape[1], dtype=np.float32)
-        all_what = np.stack(_whats(rows.values()))
+        all_what = np.stack([zero if r.what is None else r.what for r in rows.values()])
+        has_what = np.array([r.what is not None for r in rows.values()])
+        # a row RCI moved sits in the index off its exact vector: its query similarity is off
+        moved = np.array([r.drift_rad > 0.0 for r in rows.values()])
         all_where = np.stack([zero if r.where is None else r.where for r in rows.values()])
         all_t = np.array([float(r.meta.get("sj_t", 0.0)) for r in rows.values()])
         out: list[_CandidateRow] = []
@@ -1144,8 +1178,19 @@ class ScrubJayMemory:
                 out.append(_NO_CANDIDATES)
                 continue
             j = np.fromiter((index[c] for c in ids), dtype=np.intp, count=len(ids))
-            e, e_s, e_c, e_t = edge_weights(what[i], where[i], records[i].created_at_s,
-                                            all_what[j], all_where[j], all_t[j], cfg)
+            known = reads.similar[i]
+            queried = np.array([c in known for c in ids]) & ~moved[j]
+            sim_s = np.asarray(all_what[j], np.float64) @ np.asarray(what[i], np.float64)
+            if queried.any():
+                sim_s[queried] = [known[c] for c, q in zip(ids, queried.tolist(),
+                                                           strict=True) if q]
+            sim_c = np.asarray(all_where[j], np.float64) @ np.asarray(where[i], np.float64)
+            e, e_s, e_c, e_t = edge_weights_from_similarity(
+                sim_s, sim_c, np.abs(all_t[j] - records[i].created_at_s), cfg)
+            ok = queried | has_what[j]  # a row gone before its vector was read: no candidate
+            if not ok.all():
+                e, e_s, e_c, e_t = (a[ok] for a in (e, e_s, e_c, e_t))
+                ids = [c for c, kept in zip(ids, ok.tolist(), strict=True) if kept]
             out.append((e, e_s, e_c, e_t, ids))
         return _Candidates.pad(out)
 

@@ -367,9 +367,11 @@ def _wrap(action: str, exc: Exception) -> StoreError:
 
 
 def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
-          vectors: bool, edges: Mapping[str, str]) -> Iterator[StoredRow]:
+          vectors: bool, edges: Mapping[str, str],
+          index_vectors: bool = True) -> Iterator[StoredRow]:
     """StoredRows from a Chroma ``get`` answer (and the where-vectors and edge-file
-    adjacency read beside it; the edge file's wins over an ``sj_edges`` key of schema 4)."""
+    adjacency read beside it; the edge file's wins over an ``sj_edges`` key of schema 4;
+    ``index_vectors=False``: the answer holds no embeddings)."""
     for i, rid in enumerate(got["ids"]):
         meta = dict(got["metadatas"][i] or {})
         adjacency = edges.get(rid)
@@ -378,8 +380,8 @@ def _rows(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
         exact, drift = _fold_packed(meta)
         row = StoredRow(id=rid, text=_text(meta, got["documents"][i]), meta=meta)
         if vectors:
-            row.what = exact if exact is not None else np.asarray(got["embeddings"][i],
-                                                                  dtype=np.float32)
+            row.what = exact if exact is not None or not index_vectors else \
+                np.asarray(got["embeddings"][i], dtype=np.float32)
             row.where = where_vecs.get(rid)
             row.drift_rad = drift
         yield row
@@ -1106,12 +1108,15 @@ class ChromaStore:
             raise _wrap("count memories", exc) from exc
 
     def get(self, ids: Sequence[str], *, vectors: bool = False,
-            where_vectors: bool = True) -> list[StoredRow]:
+            where_vectors: bool = True, index_vectors: bool = True) -> list[StoredRow]:
         """Rows for ``ids`` that exist, in the order given (``where_vectors=False``: the
-        where-vectors are left ``None``, one request fewer)."""
+        where-vectors are left ``None``, one request fewer; ``index_vectors=False``: the
+        what-vectors in the index are not read, so ``what`` is set only on a row RCI moved,
+        whose exact vector is in its metadata, and the answer is a quarter of the bytes)."""
         if not ids:
             return []
-        include = ["metadatas", "documents"] + (["embeddings"] if vectors else [])
+        include = ["metadatas", "documents"] + (["embeddings"] if vectors and index_vectors
+                                                else [])
         rows: dict[str, StoredRow] = {}
         try:
             for lo in range(0, len(ids), _READ_BATCH):
@@ -1119,7 +1124,8 @@ class ChromaStore:
                 got = _retry(self.what.get, ids=part, include=include)
                 where_vecs = self._where_embeddings(part) if vectors and where_vectors else {}
                 rows.update((row.id, row) for row in _rows(got, where_vecs, vectors,
-                                                           self.edges_of(got["ids"])))
+                                                           self.edges_of(got["ids"]),
+                                                           index_vectors))
         except Exception as exc:
             raise _wrap(f"read {len(ids)} memories", exc) from exc
         return [rows[i] for i in ids if i in rows]
@@ -1254,19 +1260,33 @@ class ChromaStore:
                    n: int) -> list[list[str]]:
         """Top-``n`` ids for each of several vectors, in one Chroma query (HNSW) per
         :data:`_PAGE` vectors."""
+        return self._query_many(which, vectors, n, with_similarity=False)[0]
+
+    def query_many_similar(self, which: str, vectors: NDArray[np.float32],
+                           n: int) -> tuple[list[list[str]], list[list[float]]]:
+        """:meth:`query_many` with each id's cosine similarity to its query vector (one
+        minus Chroma's distance, float32 precision) against the embedding in the index: a
+        memory RCI moved (:attr:`StoredRow.drift_rad` > 0) is off by up to its drift."""
+        return self._query_many(which, vectors, n, with_similarity=True)
+
+    def _query_many(self, which: str, vectors: NDArray[np.float32], n: int, *,
+                    with_similarity: bool) -> tuple[list[list[str]], list[list[float]]]:
         col = self.what if which == "what" else self.where
         if n <= 0 or len(vectors) == 0:
-            return [[] for _ in range(len(vectors))]
+            return [[] for _ in range(len(vectors))], [[] for _ in range(len(vectors))]
         vectors = np.asarray(vectors, dtype=np.float32)
         out: list[list[str]] = []
+        sims: list[list[float]] = []
         try:
             for lo in range(0, len(vectors), _PAGE):
                 got = _query(col, query_embeddings=vectors[lo:lo + _PAGE], n_results=n,
-                             include=[])
+                             include=["distances"] if with_similarity else [])
                 out.extend(list(ids) for ids in got["ids"])
+                if with_similarity:
+                    sims.extend([1.0 - float(d) for d in ds] for ds in got["distances"])
         except Exception as exc:
             raise _wrap(f"query the {which} collection", exc) from exc
-        return out
+        return out, sims
 
     def existing(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are stored (one read per :data:`_READ_BATCH` ids, no

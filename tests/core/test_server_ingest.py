@@ -438,9 +438,9 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
                       for i in range(3)])
         barrier = threading.Barrier(2, timeout=10)
         store = mem._store
-        by_vector, by_time = store.query_many, store.nearest_in_time
+        by_vector, by_time = store.query_many_similar, store.nearest_in_time
 
-        def query_many(*args: Any, **kwargs: Any) -> Any:
+        def query_many_similar(*args: Any, **kwargs: Any) -> Any:
             barrier.wait()
             return by_vector(*args, **kwargs)
 
@@ -451,7 +451,7 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
             barrier.wait()
             return by_time(*args, **kwargs)
 
-        store.query_many = query_many  # type: ignore[method-assign]
+        store.query_many_similar = query_many_similar  # type: ignore[method-assign]
         store.nearest_in_time = nearest_in_time  # type: ignore[method-assign]
         rec = mem.add("note 3", at=T0 + 180.0)
         assert set(_stored_edges(mem, rec.id)) == {"n0", "n1", "n2"}  # minutes apart
@@ -494,13 +494,12 @@ def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
             mem.add_many(old)
         monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 3, raising=False)
         store = paged._store
-        query_many, get = store.query_many, store.get
+        query_many, get = store.query_many_similar, store.get
         reads = threading.Semaphore(0)
         pages: list[bool] = []
 
         def paged_query(which: str, *args: Any, **kwargs: Any) -> Any:
-            if which == "what":
-                pages.append(True if not pages else reads.acquire(timeout=10))
+            pages.append(True if not pages else reads.acquire(timeout=10))
             return query_many(which, *args, **kwargs)
 
         def rows_read(*args: Any, **kwargs: Any) -> Any:
@@ -508,7 +507,7 @@ def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
                 reads.release()
             return get(*args, **kwargs)
 
-        store.query_many = paged_query  # type: ignore[method-assign]
+        store.query_many_similar = paged_query  # type: ignore[method-assign]
         store.get = rows_read  # type: ignore[method-assign]
         paged.add_many(new)  # three pages of three new memories
         assert pages == [True, True, True]
@@ -714,5 +713,98 @@ def test_a_batchs_rows_are_written_while_its_candidates_rows_are_read(chroma_ser
         store.get = get  # type: ignore[method-assign]
         mem.add_many(third)
         assert len(mem) == 13
+    finally:
+        mem.close()
+
+
+def test_a_batchs_candidates_weigh_the_similarities_their_queries_gave(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rows of a page's candidates are read without their what-vectors (a quarter of the
+    bytes): their similarities come with the query. Only candidates that an item found by
+    where or by time alone are read with them. Every edge weighs what the vectors give."""
+    import scrubjay.memory as memory_module
+
+    rng = np.random.default_rng(16)
+    lut = {"": np.zeros(DIM, np.float32)}
+    old, new = [], []
+    for c in range(3):
+        centre = _unit(rng.standard_normal(DIM))
+        for i in range(12):
+            text = f"old {c}.{i}"
+            lut[text] = _unit(centre + 0.07 * rng.standard_normal(DIM))
+            old.append({"text": text, "at": T0 + 600.0 * len(old), "id": f"o{c}.{i}"})
+        for i in range(4):
+            text = f"new {c}.{i}"
+            lut[text] = _unit(centre + 0.07 * rng.standard_normal(DIM))
+            new.append({"text": text, "at": T0 + 600.0 * 36 + 60.0 * len(new),
+                        "id": f"n{c}.{i}"})
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(old)
+        monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 4)
+        store = mem._store
+        get = store.get
+        reads: list[tuple[bool, list[str]]] = []
+
+        def rows_read(ids: Any, **kwargs: Any) -> Any:
+            if kwargs.get("vectors"):
+                reads.append((kwargs.get("index_vectors", True), list(ids)))
+            return get(ids, **kwargs)
+
+        store.get = rows_read  # type: ignore[method-assign]
+        mem.add_many(new)
+        store.get = get  # type: ignore[method-assign]
+        without = [ids for full, ids in reads if not full]
+        with_vectors = [ids for full, ids in reads if full]
+        assert len(without) == 3 and len(with_vectors) == 1  # the pages', then the rest
+        assert sum(map(len, without)) > len(with_vectors[0])
+        cfg = mem.config.graph
+        at = {item["id"]: item["at"] for item in old + new}
+        vec = {item["id"]: lut[item["text"]] for item in old + new}
+        semantic = 0
+        for item in new:
+            for other, row in ((r[0], r) for r in json.loads(
+                    mem._store.get([item["id"]])[0].meta["sj_edges"])):
+                cos = float(vec[item["id"]].astype(np.float64) @ vec[other])
+                e_s = cos if cos >= cfg.theta_semantic else 0.0
+                e_t = float(np.exp(-cfg.lambda_temporal_per_s * abs(at[item["id"]] - at[other])))
+                assert row[2] == pytest.approx(e_s, abs=1e-6)
+                assert row[1] == pytest.approx(cfg.weight_semantic * e_s
+                                               + cfg.weight_temporal * e_t, abs=1e-6)
+                semantic += e_s > 0
+        assert semantic >= len(new)
+    finally:
+        mem.close()
+
+
+def test_a_memory_rci_moved_weighs_its_exact_vector_not_its_index_one(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory RCI moved keeps its exact what-vector in its metadata and its old one in the
+    index, so a query's similarity to it is off: a new memory is weighed against the exact
+    vector (read with the row), in a page's read and in the final one alike."""
+    import scrubjay.memory as memory_module
+
+    rng = np.random.default_rng(17)
+    a = _unit(rng.standard_normal(DIM)).astype(np.float64)
+    u = rng.standard_normal(DIM)
+    u = (u - (u @ a) * a) / np.linalg.norm(u - (u @ a) * a)
+    angle = 0.04
+    b = _unit(np.cos(angle) * a + np.sin(angle) * u)
+    lut = {"": np.zeros(DIM, np.float32), "old": a.astype(np.float32), "twin one": b,
+           "twin two": b}
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many([{"text": "old", "at": T0, "id": "old"}])
+        rec = mem.get("old")
+        mem._store.update_rci(["old"], np.array([1.0]), np.array([rec.pi]),
+                              np.array([rec.tau_s]), T0 + 1.0, b[None, :],
+                              np.array([angle + 1e-6]))
+        monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 1)  # two pages
+        mem.add_many([{"text": "twin one", "at": T0 + 7200.0, "id": "t1"},
+                      {"text": "twin two", "at": T0 + 7260.0, "id": "t2"}])
+        for twin in ("t1", "t2"):
+            rows = {r[0]: r for r in json.loads(mem._store.get([twin])[0].meta["sj_edges"])}
+            assert rows["old"][2] == pytest.approx(float(b @ b), abs=1e-6)  # not cos 0.04
+            assert abs(rows["old"][2] - np.cos(angle)) > 1e-4
     finally:
         mem.close()
