@@ -32,6 +32,7 @@ from typing import Any, Literal, Self, cast
 import numpy as np
 from numpy.typing import NDArray
 
+from ._blas import one_blas_thread
 from ._validation import check_k, check_metadata, check_namespace, check_text, to_epoch_s
 from .buffer import (
     BufferBlock,
@@ -637,13 +638,18 @@ class ScrubJayMemory:
         Each item is a text, or a mapping with ``text`` and optional ``context``, ``at``,
         ``metadata`` and ``id`` (an existing id is replaced). Every item is validated before
         anything is written: one bad item rejects the batch and stores nothing.
+
+        While the batch is stored, the process's BLAS runs on one thread (a second one spins
+        between the batch's matrix products and takes a core from Chroma; see
+        ``scrubjay._blas``); its thread count is restored after.
         """
         with self._lock:
             self._check_open()
             prepared = self._prepare_items(items)
             if not prepared:
                 return []
-            return self._store_items(prepared)
+            with one_blas_thread():
+                return self._store_items(prepared)
 
     def _prepare_items(self, items: Iterable[str | Mapping[str, Any]]) -> list[_Prepared]:
         owner = "ScrubJayMemory.add"
