@@ -1114,20 +1114,27 @@ class ScrubJayMemory:
                                            where_vectors=bool(has_where),
                                            index_vectors=False))
 
+        def query(lo: int) -> tuple[list[list[str]], list[list[float]]]:
+            return self._store.query_many_similar("what", what[lo:lo + _LINK_QUERY_PAGE], k)
+
         by_time_later = pool.submit(by_time_read)
+        beside: Future[tuple[list[list[str]], list[list[float]]]] | None = None
         try:
             by_what: list[list[str]] = []
             sims: list[list[float]] = []
             pages = range(0, len(ids), _LINK_QUERY_PAGE)
-            for lo in pages:
-                if by_what:  # the previous page's rows, read while this page is queried
-                    read_rows(by_what[lo - _LINK_QUERY_PAGE:])
-                page, page_sims = self._store.query_many_similar(
-                    "what", what[lo:lo + _LINK_QUERY_PAGE], k)
-                by_what.extend(page)
-                sims.extend(page_sims)
-            if len(pages) > 1:  # the last page's rows too: the worker is idle now
-                read_rows(by_what[-_LINK_QUERY_PAGE:])
+            for pair in range(0, len(pages), 2):
+                # two pages at once: a server answers them on two cores; the rows of the
+                # pair before are read meanwhile
+                if pair + 1 < len(pages):
+                    beside = self._worker("query").submit(query, pages[pair + 1])
+                for page, page_sims in (query(pages[pair]),
+                                        *([beside.result()] if beside is not None else [])):
+                    by_what.extend(page)
+                    sims.extend(page_sims)
+                    if len(pages) > 1:
+                        read_rows(page)
+                beside = None
             by_where: dict[int, list[str]] = {}
             if has_where:
                 by_where = dict(zip(has_where, self._store.query_many(
@@ -1145,7 +1152,8 @@ class ScrubJayMemory:
             got = [row for later in pending for row in later.result()]
             got.extend(self._store.get(last, vectors=True, where_vectors=bool(has_where)))
         finally:  # nothing is left running when a request failed
-            started: list[Future[Any]] = [by_time_later, *pending]
+            started: list[Future[Any]] = [by_time_later, *pending,
+                                          *([beside] if beside is not None else [])]
             for later in started:
                 with contextlib.suppress(Exception):
                     later.result()
@@ -1492,11 +1500,12 @@ class ScrubJayMemory:
             got = later.result()
         return done, got
 
-    def _worker(self, role: Literal["main", "inner", "write"]) -> ThreadPoolExecutor:
+    def _worker(self, role: Literal["main", "inner", "query", "write"]) -> ThreadPoolExecutor:
         """A single-thread worker, made on first use: ``main`` runs requests beside this
         thread (:meth:`_concurrently`), ``inner`` those beside code that runs in ``main``
-        itself and ``write`` a batch's rows; none runs anything that waits on another, so no
-        call can deadlock however many threads make it."""
+        itself, ``query`` a second page of a batch's link queries and ``write`` a batch's
+        rows; none runs anything that waits on another, so no call can deadlock however many
+        threads make it."""
         pool = self._pools.get(role)
         if pool is None:
             pool = self._pools[role] = ThreadPoolExecutor(

@@ -460,12 +460,13 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
         mem.close()
 
 
-def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
+def test_pages_are_queried_two_at_once_and_their_rows_read_while_the_next_are(
         chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch's what queries go in pages; the rows of a page's candidates are read while
-    the next page is queried: each later page's query waits until the read of the page
-    before has started, which happens only if the reads run beside the queries. The graph
-    is the one that the batch queried in one page gets."""
+    """A batch's what queries go in pages, two at once (a server answers them on two
+    cores): the first two pages' queries wait for each other at a barrier, which passes only
+    if they run at once. The rows of their candidates are read while the next page is
+    queried: its query waits until such a read has started, which happens only if the reads
+    run beside the queries. The graph is the one that the batch queried in one page gets."""
     import threading
 
     import scrubjay.memory as memory_module
@@ -496,10 +497,19 @@ def test_a_pages_candidate_rows_are_read_while_the_next_page_is_queried(
         store = paged._store
         query_many, get = store.query_many_similar, store.get
         reads = threading.Semaphore(0)
+        pair = threading.Barrier(2, timeout=10)
+        calls = iter(range(3))
         pages: list[bool] = []
 
         def paged_query(which: str, *args: Any, **kwargs: Any) -> Any:
-            pages.append(True if not pages else reads.acquire(timeout=10))
+            if next(calls) < 2:
+                try:
+                    pair.wait()
+                    pages.append(True)
+                except threading.BrokenBarrierError:
+                    pages.append(False)
+            else:
+                pages.append(reads.acquire(timeout=10))
             return query_many(which, *args, **kwargs)
 
         def rows_read(*args: Any, **kwargs: Any) -> Any:
