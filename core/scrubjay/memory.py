@@ -250,6 +250,23 @@ class _Candidates:
     """False in padding."""
 
     @classmethod
+    def from_pairs(cls, n: int, item: NDArray[np.intp], ids: NDArray[np.object_],
+                   weights: tuple[NDArray[np.float64], ...]) -> _Candidates:
+        """:meth:`pad` of flat ``(item, candidate)`` pairs, grouped by item (ascending) and
+        in each item's order: ``n`` items, each row as long as the longest."""
+        counts = np.bincount(item, minlength=n)
+        width = int(counts.max(initial=0))
+        pos = np.arange(len(item)) - (np.cumsum(counts) - counts)[item]
+        out = tuple(np.zeros((n, width)) for _ in range(4))
+        for a, flat in zip(out, weights, strict=True):
+            a[item, pos] = flat
+        padded = np.full((n, width), "", dtype=object)
+        padded[item, pos] = ids
+        valid = np.zeros((n, width), dtype=bool)
+        valid[item, pos] = True
+        return cls(weights=out, ids=padded, valid=valid)  # type: ignore[arg-type]
+
+    @classmethod
     def pad(cls, rows: Sequence[_CandidateRow]) -> _Candidates:
         """Stack ragged per-item candidate rows, padding each to the longest."""
         width = max((len(r[4]) for r in rows), default=0)
@@ -276,6 +293,19 @@ class _LinkReads:
     similarity below is missing or off (an RCI-moved row carries its exact vector)."""
     similar: list[dict[str, float]]
     """Per new item, the cosine of each of its nearest by what, as the query returned it."""
+
+
+def _pair_dots(rows: NDArray[np.float32], row_of: NDArray[np.intp],
+               vectors: NDArray[np.float32], vector_of: NDArray[np.intp],
+               chunk: int = 8192) -> NDArray[np.float64]:
+    """``rows[row_of[p]] . vectors[vector_of[p]]`` for each pair ``p``, in float64 (chunks
+    of pairs bound the gathered copies)."""
+    out = np.empty(len(row_of))
+    for lo in range(0, len(row_of), chunk):
+        hi = lo + chunk
+        out[lo:hi] = np.einsum("ij,ij->i", rows[row_of[lo:hi]].astype(np.float64),
+                               vectors[vector_of[lo:hi]].astype(np.float64))
+    return out
 
 
 def _per_item(ids: Sequence[str], what: NDArray[np.float32], by_what: list[list[str]],
@@ -1175,38 +1205,39 @@ class ScrubJayMemory:
             graph.loads(r.id, r.meta.get("sj_edges"))
         if not rows:
             return _Candidates.pad([_NO_CANDIDATES] * len(records))
-        # the candidates' vectors and times as matrices, indexed per item (a row read
-        # without its what-vector has zeros there and is flagged)
+        # the candidates' vectors and times as matrices (a row read without its what-vector
+        # has zeros there and is flagged), and every (item, candidate) pair as flat arrays
         index = {c: j for j, c in enumerate(rows)}
         zero = np.zeros(what.shape[1], dtype=np.float32)
         all_what = np.stack([zero if r.what is None else r.what for r in rows.values()])
         has_what = np.array([r.what is not None for r in rows.values()])
         # a row RCI moved sits in the index off its exact vector: its query similarity is off
         moved = np.array([r.drift_rad > 0.0 for r in rows.values()])
-        all_where = np.stack([zero if r.where is None else r.where for r in rows.values()])
         all_t = np.array([float(r.meta.get("sj_t", 0.0)) for r in rows.values()])
-        out: list[_CandidateRow] = []
-        for i in range(len(records)):
-            ids = [c for c in sorted(per_item[i]) if c in index]
-            if not ids:
-                out.append(_NO_CANDIDATES)
-                continue
-            j = np.fromiter((index[c] for c in ids), dtype=np.intp, count=len(ids))
-            known = reads.similar[i]
-            queried = np.array([c in known for c in ids]) & ~moved[j]
-            sim_s = np.asarray(all_what[j], np.float64) @ np.asarray(what[i], np.float64)
-            if queried.any():
-                sim_s[queried] = [known[c] for c, q in zip(ids, queried.tolist(),
-                                                           strict=True) if q]
-            sim_c = np.asarray(all_where[j], np.float64) @ np.asarray(where[i], np.float64)
-            e, e_s, e_c, e_t = edge_weights_from_similarity(
-                sim_s, sim_c, np.abs(all_t[j] - records[i].created_at_s), cfg)
-            ok = queried | has_what[j]  # a row gone before its vector was read: no candidate
-            if not ok.all():
-                e, e_s, e_c, e_t = (a[ok] for a in (e, e_s, e_c, e_t))
-                ids = [c for c, kept in zip(ids, ok.tolist(), strict=True) if kept]
-            out.append((e, e_s, e_c, e_t, ids))
-        return _Candidates.pad(out)
+        lists = [[c for c in sorted(mine) if c in index] for mine in per_item]
+        flat = [c for cands in lists for c in cands]
+        item = np.repeat(np.arange(len(lists)), [len(cands) for cands in lists])
+        col = np.fromiter((index[c] for c in flat), dtype=np.intp, count=len(flat))
+        known = np.fromiter((sims.get(c, math.nan) for sims, cands
+                             in zip(reads.similar, lists, strict=True) for c in cands),
+                            dtype=np.float64, count=len(flat))
+        queried = ~np.isnan(known) & ~moved[col]
+        sim_s = np.where(queried, known, 0.0)
+        need = np.flatnonzero(~queried)
+        sim_s[need] = _pair_dots(all_what, col[need], what, item[need])
+        sim_c = np.zeros(len(flat))
+        if np.any(where):
+            all_where = np.stack([zero if r.where is None else r.where for r in rows.values()])
+            sim_c = _pair_dots(all_where, col, where, item)
+        t_new = np.array([r.created_at_s for r in records])
+        weights = edge_weights_from_similarity(sim_s, sim_c, np.abs(all_t[col] - t_new[item]),
+                                               cfg)
+        ok = queried | has_what[col]  # a row gone before its vector was read: no candidate
+        ids = np.array(flat, dtype=object)
+        if not ok.all():
+            weights = tuple(a[ok] for a in weights)
+            item, ids = item[ok], ids[ok]
+        return _Candidates.from_pairs(len(records), item, ids, weights)
 
     def _scan(self, n: int) -> bool:
         """Whether a mirror of ``n`` memories is scanned exactly (else HNSW candidates)."""
