@@ -1100,15 +1100,18 @@ class ScrubJayMemory:
         """Server mode: a batch's link candidates, read from Chroma (requests only, no graph:
         :meth:`_store_items` runs them in a worker thread while it classifies).
 
-        Per new item: its ``max_neighbors`` nearest by what (one query per
-        :data:`_LINK_QUERY_PAGE` new memories) and by where (one query), and its
+        Per new item: its ``max_neighbors`` nearest by what, with their cosines (one query
+        per :data:`_LINK_QUERY_PAGE` new memories) and by where (one query), and its
         ``2 * max_neighbors`` nearest in time on each side within
         :func:`~scrubjay.graph.temporal_horizon_s` (one read per stretch of time); then the
         rows of them all. So a batch costs a few requests per page, not per memory, and they
-        overlap: the reads by time run beside the first query, and the rows of each page's
-        new candidates are read while the next page is queried (the server searches while
-        this process decodes rows). ``in_worker``: this runs in :meth:`_concurrently`'s
-        worker already. The candidates' where-vectors are read only when a new item has one.
+        overlap: the reads by time run beside the first queries, the pages are queried two at
+        once (the server answers them on two cores), and the rows of each page's new
+        candidates are read, without their what-vectors, while the next pages are queried
+        (the server searches while this process decodes rows). A last read takes, with
+        their what-vectors, the candidates that some item has no cosine for (found by where
+        or by time alone). ``in_worker``: this runs in :meth:`_concurrently`'s worker
+        already. The candidates' where-vectors are read only when a new item has one.
         ``queried`` is marked once no request of the batch reads the store by vector or by
         time any more (the batch's rows may then be written: no query can see them).
         """
