@@ -1110,10 +1110,11 @@ class ScrubJayMemory:
         candidates are read, without their what-vectors, while the next pages are queried
         (the server searches while this process decodes rows). A last read takes, with
         their what-vectors, the candidates that some item has no cosine for (found by where
-        or by time alone). ``in_worker``: this runs in :meth:`_concurrently`'s worker
-        already. The candidates' where-vectors are read only when a new item has one.
-        ``queried`` is marked once no request of the batch reads the store by vector or by
-        time any more (the batch's rows may then be written: no query can see them).
+        or by time alone). ``in_worker``: this runs in the ``main`` worker already (its
+        own requests go to the ``inner`` one). The candidates' where-vectors are read only
+        when a new item has one. ``queried`` is marked once no request of the batch reads
+        the store by vector or by time any more (the batch's rows may then be written: no
+        query can see them).
         """
         cfg = self.config.graph
         k = cfg.max_neighbors
@@ -1521,13 +1522,11 @@ class ScrubJayMemory:
         # the last row's own similarity is exact: its index one is within its drift of it
         return drifted_similarity_bound(float(sims[-1]), self._drift_max + rows[-1].drift_rad)
 
-    def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any], *,
-                      inner: bool = False) -> tuple[Any, Any]:
+    def _concurrently(self, first: Callable[[], Any], second: Callable[[], Any]
+                      ) -> tuple[Any, Any]:
         """``(first(), second())``, the second in a worker thread meanwhile (two independent
-        Chroma requests: the latency of the slower instead of the sum). ``inner=True`` from
-        code that runs in the first worker itself: the second goes to a worker of its own,
-        which runs nothing that waits on another (no deadlock however many threads call)."""
-        later = self._worker("inner" if inner else "main").submit(second)
+        Chroma requests: the latency of the slower instead of the sum)."""
+        later = self._worker("main").submit(second)
         try:
             done = first()
         finally:

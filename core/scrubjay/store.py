@@ -89,7 +89,7 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_string
 from pathlib import Path
@@ -806,18 +806,13 @@ class ChromaStore:
         a reopen, and the older memories keep the edges they had. A retry with the same ids
         deletes whatever a failed clean-up left behind before its add.
         """
-        has_where = [i for i in range(len(ids)) if np.any(where[i])]
+        edge_file = self._edge_file
         with self._tracked_write():
-            try:
-                self._add(ids, texts, metas, what, where, has_where)
-                if self._edge_file is not None:
-                    self._edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m in zip(
-                        ids, metas, strict=True)), *adjacency])
-            except StoreError:
-                with contextlib.suppress(StoreError):
-                    self._delete(ids)
-                raise
-            if self._edge_file is None:
+            self._add_or_undo(ids, texts, metas, what, where, then=None if edge_file is None
+                              else lambda: edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m
+                                                               in zip(ids, metas, strict=True)),
+                                                            *adjacency]))
+            if edge_file is None:
                 self._chroma_adjacency(adjacency)
 
     def add_unlinked(self, ids: Sequence[str], texts: Sequence[str],
@@ -830,14 +825,8 @@ class ChromaStore:
         that follows costs far less than their share of the add."""
         if self._edge_file is not None:
             raise ValueError("an embedded store writes a batch's edges with add()")
-        has_where = [i for i in range(len(ids)) if np.any(where[i])]
         with self._tracked_write():
-            try:
-                self._add(ids, texts, metas, what, where, has_where, edges=False)
-            except StoreError:
-                with contextlib.suppress(StoreError):
-                    self._delete(ids)
-                raise
+            self._add_or_undo(ids, texts, metas, what, where, edges=False)
 
     def discard(self, ids: Sequence[str]) -> None:
         """Delete rows that :meth:`add_unlinked` wrote and no memory links to yet (no
@@ -939,6 +928,22 @@ class ChromaStore:
         if adjacency:
             self._update_meta([i for i, _ in adjacency],
                               [{_EDGES_KEY: e} for _, e in adjacency], None)
+
+    def _add_or_undo(self, ids: Sequence[str], texts: Sequence[str],
+                     metas: Sequence[dict[str, Any]], what: NDArray[np.float32],
+                     where: NDArray[np.float32], *, edges: bool = True,
+                     then: Callable[[], None] | None = None) -> None:
+        """:meth:`_add`, then ``then`` (an embedded store's edge-file write); when either
+        fails, the rows that landed are deleted again (best effort) and the error raised."""
+        has_where = [i for i in range(len(ids)) if np.any(where[i])]
+        try:
+            self._add(ids, texts, metas, what, where, has_where, edges=edges)
+            if then is not None:
+                then()
+        except StoreError:
+            with contextlib.suppress(StoreError):
+                self._delete(ids)
+            raise
 
     def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
              what: NDArray[np.float32], where: NDArray[np.float32],
