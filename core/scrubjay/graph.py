@@ -31,6 +31,7 @@ from numpy.typing import NDArray
 from .config import GraphConfig
 
 __all__ = [
+    "EDGE_DECIMALS",
     "Edge",
     "EpisodicGraph",
     "edge_weight_from_similarity",
@@ -39,6 +40,15 @@ __all__ = [
     "strongest_columns",
     "temporal_horizon_s",
 ]
+
+
+#: An edge's weight and components are kept to this many decimals (an absolute error of at
+#: most 5e-8 on numbers in [0, 1]; a server's cosines are float32, about as precise). Why: the
+#: adjacency is stored as JSON text, and ``repr`` of an unrounded float takes 17-19
+#: characters; rounded, ``repr`` takes at most 9, and an edge's entry shrinks from about 70
+#: to about 40 bytes. A server-mode batch rewrites the adjacency of its new memories and of
+#: hundreds of older ones, and reads its candidates' adjacency (docs/performance.md, item 37).
+EDGE_DECIMALS = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,20 +83,28 @@ def edge_weights_from_similarity(sim_s: NDArray[np.float64], sim_c: NDArray[np.f
                                  gap_s: NDArray[np.float64],
                                  cfg: GraphConfig) -> tuple[NDArray[np.float64], ...]:
     """:func:`edge_weights` from precomputed cosines and time gaps (Eq. 7 after the dot
-    products; lets a batch compute its similarity matrix once)."""
+    products; lets a batch compute its similarity matrix once), each rounded to
+    :data:`EDGE_DECIMALS` decimals: what an edge holds in memory and in storage alike."""
     e_s = np.where(sim_s >= cfg.theta_semantic, sim_s, 0.0)
     e_c = np.where(sim_c >= cfg.theta_contextual, sim_c, 0.0)
     e_t = np.where(gap_s < cfg.delta_temporal_s,
                    np.exp(-cfg.lambda_temporal_per_s * gap_s), 0.0)
     e = cfg.weight_semantic * e_s + cfg.weight_contextual * e_c + cfg.weight_temporal * e_t
-    return e, e_s, e_c, e_t
+    return tuple(_rounded(a) for a in (e, e_s, e_c, e_t))
+
+
+def _rounded(a: NDArray[np.floating]) -> NDArray[np.float64]:
+    """``a`` in float64, rounded to :data:`EDGE_DECIMALS` decimals."""
+    out = np.asarray(a, np.float64).copy()
+    np.round(out, EDGE_DECIMALS, out=out)
+    return out
 
 
 def edge_weight_from_similarity(sim_s: NDArray[np.floating], sim_c: NDArray[np.floating] | None,
                                 gap_s: NDArray[np.floating],
                                 cfg: GraphConfig) -> NDArray[np.floating]:
-    """``e_ij`` alone, the first array of :func:`edge_weights_from_similarity` (the same
-    floats, in the inputs' precision), with fewer temporaries; ``sim_c=None`` when no memory
+    """``e_ij`` alone, the first array of :func:`edge_weights_from_similarity` before its
+    rounding (in the inputs' precision), with fewer temporaries; ``sim_c=None`` when no memory
     has a context. For a scan of many pairs that keeps only the strongest: their components
     are recomputed after."""
     e = np.where(sim_s >= cfg.theta_semantic, sim_s, 0.0)

@@ -1122,3 +1122,27 @@ def test_a_namespace_of_a_newer_schema_is_refused(memory_factory) -> None:
     mem.close()
     with pytest.raises(ScrubJayError, match="newer scrubjay-mem"):
         memory_factory()
+
+
+def test_stored_edges_keep_seven_decimals_and_read_back_as_linked(memory_factory) -> None:
+    """An edge's weight and components are rounded to ``EDGE_DECIMALS`` when computed, so
+    the adjacency JSON carries short numbers (the server rewrites hundreds of rows of it
+    per batch) and a reopen reads back exactly the weights the linking used."""
+    from scrubjay.graph import EDGE_DECIMALS
+
+    mem = memory_factory("decimals")
+    items = [{"text": f"standup notes {i % 3} item {i}", "context": "desk" if i % 2 else "",
+              "at": 1_763_990_000.0 + 97.3 * i, "id": f"e{i}"} for i in range(30)]
+    mem.add_many(items[:20])
+    mem.add_many(items[20:])
+    for i in range(30, 34):  # one at a time, too
+        mem.add(f"standup notes {i % 3} item {i}", at=1_763_990_000.0 + 97.3 * i)
+    stored = {r.id: json.loads(r.meta["sj_edges"]) for r in mem._store.get([m.id for m in mem])}
+    numbers = [x for edges in stored.values() for e in edges for x in e[1:]]
+    assert len(numbers) > 100 and any(0 < x < 1 and x not in (0.3, 0.4) for x in numbers)
+    assert all(round(x, EDGE_DECIMALS) == x and len(repr(float(x))) <= 9 for x in numbers)
+    if mem._use_mirror:  # the graph in memory holds what was stored
+        held = {i: [[j, *(float(d[k]) for k in ("weight", "semantic", "contextual",
+                                                  "temporal"))]
+                    for j, d in sorted(mem._graph.g._adj[i].items())] for i in stored}
+        assert held == stored

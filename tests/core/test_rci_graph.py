@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from scrubjay import LLMConfig, RCIConfig, ScrubJayConfig, ScrubJayMemory
 from scrubjay.config import GraphConfig
 from scrubjay.graph import (
+    EDGE_DECIMALS,
     Edge,
     EpisodicGraph,
     edge_weight_from_similarity,
@@ -166,17 +167,20 @@ def test_edge_weights_hand_computed() -> None:
 
 
 def test_edge_weight_alone_equals_the_first_component_exactly() -> None:
-    """The link scan ranks by ``edge_weight_from_similarity``; it must give the same floats as
-    the full computation (with and without contexts, gaps on both sides of Delta_T)."""
+    """The link scan ranks by ``edge_weight_from_similarity``; rounded to ``EDGE_DECIMALS``
+    it must give the same floats as the full computation (with and without contexts, gaps
+    on both sides of Delta_T), so that its order refines the stored weights' order."""
     rng = np.random.default_rng(5)
     cfg = GraphConfig()
     sim_s, sim_c = rng.uniform(-1, 1, (40, 300)), rng.uniform(-1, 1, (40, 300))
     gap = rng.uniform(0, 2 * cfg.delta_temporal_s, (40, 300))
     gap[0, :5] = cfg.delta_temporal_s  # the boundary itself: no temporal edge
     full = edge_weights_from_similarity(sim_s, sim_c, gap, cfg)[0]
-    assert np.array_equal(edge_weight_from_similarity(sim_s, sim_c, gap, cfg), full)
+    alone = edge_weight_from_similarity(sim_s, sim_c, gap, cfg)
+    assert np.array_equal(np.round(alone, EDGE_DECIMALS), full)
     no_ctx = edge_weights_from_similarity(sim_s, np.zeros_like(sim_c), gap, cfg)[0]
-    assert np.array_equal(edge_weight_from_similarity(sim_s, None, gap, cfg), no_ctx)
+    assert np.array_equal(np.round(edge_weight_from_similarity(sim_s, None, gap, cfg),
+                                   EDGE_DECIMALS), no_ctx)
 
 
 def test_temporal_horizon() -> None:
