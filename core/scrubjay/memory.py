@@ -799,10 +799,19 @@ class ScrubJayMemory:
         try:
             changed = self._link(records, what, where, graph, reads)
             old = sorted(changed - new_ids)
+            before: dict[str, str | None] | None = None
             if reads is not None:
-                self._complete_adjacency(graph, [i for i in old if i not in reads.rows],
-                                         set(reads.rows) | new_ids)
+                before = {i: r.meta.get("sj_edges") for i, r in reads.rows.items()}
+                before.update(self._complete_adjacency(
+                    graph, [i for i in old if i not in reads.rows], set(reads.rows) | new_ids))
             edges = graph.dumps_many([*ids, *old])
+            if before is not None:
+                # an older memory that gained an edge to a new one and lost it again within
+                # the batch (the new one's cap evicted it) keeps its row: a server's update
+                # of an older row is its dearest write per row
+                kept = [k for k, i in enumerate(old, len(ids)) if edges[k] != before.get(i)]
+                old = [old[k - len(ids)] for k in kept]
+                edges = [*edges[:len(ids)], *(edges[k] for k in kept)]
         except BaseException:
             if unlinked is not None:
                 self._drop_unlinked(unlinked, ids)
@@ -946,15 +955,17 @@ class ScrubJayMemory:
         return labels, replaced, reads, early
 
     def _complete_adjacency(self, graph: EpisodicGraph, ids: Sequence[str],
-                            complete: set[str]) -> None:
+                            complete: set[str]) -> dict[str, str | None]:
         """Server mode: ``graph`` holds the whole adjacency of the link candidates and the new
         memories (``complete``) only. Memories in ``ids`` lost an edge to one of them (an
         eviction) but were no candidate, so ``graph`` has only their edges to ``complete``:
         add the edges their rows list to anyone else, so that the rewrite of their rows keeps
-        them. (Such a memory gains no edge: only candidates and new memories do.)"""
+        them. (Such a memory gains no edge: only candidates and new memories do.) Returns
+        the adjacency payload each row held."""
         if not ids:
-            return
-        for row in self._store.get(list(ids)):
+            return {}
+        rows = self._store.get(list(ids))
+        for row in rows:
             try:
                 listed = json.loads(row.meta.get("sj_edges") or "[]")
             except ValueError:
@@ -962,6 +973,7 @@ class ScrubJayMemory:
             others = [e for e in listed if isinstance(e, list) and e and e[0] not in complete]
             if others:
                 graph.loads(row.id, json.dumps(others))
+        return {row.id: row.meta.get("sj_edges") for row in rows}
 
     def _reload_adjacency(self, ids: Sequence[str]) -> None:
         for row in self._store.get(ids):

@@ -818,3 +818,35 @@ def test_a_memory_rci_moved_weighs_its_exact_vector_not_its_index_one(
             assert abs(rows["old"][2] - np.cos(angle)) > 1e-4
     finally:
         mem.close()
+
+
+def test_an_older_memory_whose_edges_come_back_as_they_were_is_not_rewritten(
+        chroma_server) -> None:
+    """With one edge each: the batch's first memory takes the lone older one's free slot,
+    the second evicts that edge (it is nearer in time). The older memory ends as it was, so
+    the batch's edge update leaves its row alone: an older row is a server's dearest update."""
+    rng = np.random.default_rng(21)
+    lut = {"": np.zeros(DIM, np.float32)}
+    for text in ("lone", "first", "second"):
+        lut[text] = _unit(rng.standard_normal(DIM))
+    mem = _memory(chroma_server, lut, max_neighbors=1)
+    try:
+        mem.add_many([{"text": "lone", "at": T0, "id": "y"}])
+        store = mem._store
+        link_added = store.link_added
+        rewritten: list[str] = []
+
+        def spy(ids: Any, edges: Any, adjacency: Any = ()) -> Any:
+            rewritten.extend(i for i, _ in adjacency)
+            return link_added(ids, edges, adjacency=adjacency)
+
+        store.link_added = spy  # type: ignore[method-assign]
+        mem.add_many([{"text": "first", "at": T0 + 3000.0, "id": "x1"},
+                      {"text": "second", "at": T0 + 3001.0, "id": "x2"}])
+        store.link_added = link_added  # type: ignore[method-assign]
+        edges = {r.id: [e[0] for e in json.loads(r.meta["sj_edges"])]
+                 for r in store.get(["y", "x1", "x2"])}
+        assert edges == {"y": [], "x1": ["x2"], "x2": ["x1"]}
+        assert "y" not in rewritten
+    finally:
+        mem.close()
