@@ -72,6 +72,7 @@ from .store import (
     ChromaStore,
     RowsBackup,
     StoredRow,
+    TimeNeighbours,
     dumps_user_meta,
     loads_user_meta,
     pack_perishability,
@@ -326,6 +327,61 @@ def _per_item(ids: Sequence[str], what: NDArray[np.float32], by_what: list[list[
         known = dict(zip(by_what[i], sims[i], strict=True)) if nonzero[i] else {}
         similar.append({c: s for c, s in known.items() if math.isfinite(s)})
     return per_item, similar
+
+
+def _cut_unreachable(found: list[list[str]], sims: list[list[float]], lo: int,
+                     t_new: NDArray[np.float64], cuttable: NDArray[np.bool_],
+                     by_time: TimeNeighbours, cfg: GraphConfig
+                     ) -> tuple[list[list[str]], list[list[float]]]:
+    """Server mode: the what-query answers of new items ``lo, lo + 1, ...`` without the
+    candidates that cannot be among an item's ``4 * max_neighbors`` strongest, the cut that
+    :meth:`ScrubJayMemory._link` makes over the union of its stored and earlier candidates:
+    their rows need no read. The linking is the same as with them.
+
+    Such a candidate weighs ``w_T e_T`` at most: its cosine is under ``theta_S`` even after
+    an RCI move of up to :data:`~scrubjay.store.INDEX_DRIFT_MAX_RAD` (``e_S = 0``), the item
+    has no context (``e_C = 0``), and it is no time candidate, so it is no nearer in time
+    than the gap the read by time gives. Every earlier item of the batch and every time
+    candidate weighs at least its own ``w_T e_T`` (the thresholds are not negative), so when
+    ``4 * max_neighbors`` of them are nearer in time than that gap, with a margin over the
+    edges' rounding, the candidate is cut. A bundled-embedder batch's what-candidates are
+    mostly such (its texts rarely pass theta_S; docs/performance.md, item 37). Only an item
+    in ``cuttable`` (a what-vector, no where-vector) is looked at; its earlier items within
+    ``8 * max_neighbors`` places before it count (a batch in time order has its nearest there).
+    """
+    width = 4 * cfg.max_neighbors
+    w_t, lam, delta = cfg.weight_temporal, cfg.lambda_temporal_per_s, cfg.delta_temporal_s
+    angle = math.acos(min(1.0, max(-1.0, cfg.theta_semantic))) + INDEX_DRIFT_MAX_RAD
+    if (width == 0 or w_t <= 0 or lam <= 0 or cfg.theta_semantic < 0
+            or cfg.theta_contextual < 0 or angle >= math.pi):
+        return found, sims
+    below = math.cos(angle) - 1e-6  # a query cosine under it: e_S = 0 for sure
+    rows = np.arange(lo, lo + len(found))
+    # per item, the time gaps to its earlier items in the window and to its time candidates
+    window = 2 * width
+    before = rows[:, None] - window + np.arange(window)[None, :]
+    gaps = np.where(before >= 0, np.abs(t_new[np.maximum(before, 0)] - t_new[rows, None]),
+                    np.inf)
+    near_t = [by_time.times[i] for i in rows.tolist()]
+    cand = np.full((len(rows), max(map(len, near_t), default=0)), np.inf)
+    for r, ts in enumerate(near_t):
+        cand[r, :len(ts)] = np.abs(np.asarray(ts) - t_new[lo + r])
+    nearest = np.partition(np.concatenate([gaps, cand], axis=1), width - 1, axis=1)[:, width - 1]
+
+    def e_t(gap: float) -> float:
+        return w_t * math.exp(-lam * gap) if gap < delta else 0.0
+
+    out_found, out_sims = [], []
+    for r, i in enumerate(rows.tolist()):
+        ids, cos = found[r], sims[r]
+        if cuttable[i] and e_t(float(nearest[r])) > e_t(by_time.gaps[i]) + 1e-6:
+            timed = set(by_time.ids[i])
+            keep = [j for j, (c, x) in enumerate(zip(ids, cos, strict=True))
+                    if c in timed or not x < below]  # (a NaN cosine is kept)
+            ids, cos = [ids[j] for j in keep], [cos[j] for j in keep]
+        out_found.append(ids)
+        out_sims.append(cos)
+    return out_found, out_sims
 
 
 class _Queried:
@@ -1120,7 +1176,9 @@ class ScrubJayMemory:
         overlap: the reads by time run beside the first queries, the pages are queried two at
         once (the server answers them on two cores), and the rows of each page's new
         candidates are read, without their what-vectors, while the next pages are queried
-        (the server searches while this process decodes rows). A last read takes, with
+        (the server searches while this process decodes rows). A page's what-candidates
+        that cannot be among an item's strongest are left out before its read
+        (:func:`_cut_unreachable`: the read by time is waited for). A last read takes, with
         their what-vectors, the candidates that some item has no cosine for (found by where
         or by time alone). ``in_worker``: this runs in the ``main`` worker already (its
         own requests go to the ``inner`` one). The candidates' where-vectors are read only
@@ -1134,12 +1192,12 @@ class ScrubJayMemory:
         horizon = temporal_horizon_s(cfg)
         pool = self._worker("inner" if in_worker else "main")
 
-        def by_time_read() -> list[list[str]]:
+        def by_time_read() -> TimeNeighbours:
             # the newest time known here (the namespace's state at open, then this process's
             # adds) spares a fresh store object an upward read through newer memories
-            return self._store.nearest_in_time(times, horizon, 2 * k,
-                                               newest_hint=self._newest_t) \
-                if horizon is not None else [[] for _ in ids]
+            return self._store.nearest_in_time_bounded(times, horizon, 2 * k,
+                                                       newest_hint=self._newest_t) \
+                if horizon is not None else TimeNeighbours.of([([], [], 0.0) for _ in ids])
 
         requested: set[str] = set()
         pending: list[Future[list[StoredRow]]] = []
@@ -1160,8 +1218,14 @@ class ScrubJayMemory:
                                            where_vectors=bool(has_where),
                                            index_vectors=False))
 
+        cuttable = np.any(what, axis=1) & ~np.any(where, axis=1)
+        t_new = np.asarray(times, dtype=np.float64)
+
         def query(lo: int) -> tuple[list[list[str]], list[list[float]]]:
-            return self._store.query_many_similar("what", what[lo:lo + _LINK_QUERY_PAGE], k)
+            found, sims = self._store.query_many_similar("what", what[lo:lo + _LINK_QUERY_PAGE],
+                                                         k)
+            return _cut_unreachable(found, sims, lo, t_new, cuttable, by_time_later.result(),
+                                    cfg)
 
         by_time_later = pool.submit(by_time_read)
         beside: Future[tuple[list[list[str]], list[list[float]]]] | None = None
@@ -1185,7 +1249,7 @@ class ScrubJayMemory:
             if has_where:
                 by_where = dict(zip(has_where, self._store.query_many(
                     "where", where[has_where], k), strict=True))
-            by_time = by_time_later.result()
+            by_time = by_time_later.result().ids
             if queried is not None:  # no request of this batch reads the store by vector
                 queried.mark(True)   # or time any more: its rows may be written
             per_item, similar = _per_item(ids, what, by_what, sims, by_where, by_time)

@@ -409,12 +409,38 @@ def _stretches(lo: NDArray[np.float64], hi: NDArray[np.float64],
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class TimeNeighbours:
+    """:meth:`ChromaStore.nearest_in_time_bounded`'s answer, per time asked about."""
+
+    ids: list[list[str]]
+    """The memories nearest in time."""
+    times: list[list[float]]
+    """Their creation times."""
+    gaps: list[float]
+    """No other memory is nearer in time than this (seconds; 0 when a read stopped at
+    :data:`TIME_READ_MAX`: no bound)."""
+
+    @classmethod
+    def of(cls, answers: Sequence[tuple[list[str], list[float], float]]) -> TimeNeighbours:
+        return cls(ids=[a[0] for a in answers], times=[a[1] for a in answers],
+                   gaps=[a[2] for a in answers])
+
+
 def _nearest(ids: Sequence[str], t_sorted: NDArray[np.float64], at: int, t_i: float, n: int,
-             horizon_s: float) -> list[str]:
+             horizon_s: float, complete: bool = True) -> tuple[list[str], list[float], float]:
     """The ``n`` ids before position ``at`` of ``t_sorted`` and the ``n`` from it, those
-    within ``horizon_s`` of ``t_i``."""
+    within ``horizon_s`` of ``t_i``; their times; and the gap: no memory left out is nearer
+    in time to ``t_i`` than it (``complete``: every memory within the horizon that is
+    nearer than the ``n``-th on a side was read; else the gap is 0, no bound)."""
     a, b = max(0, at - n), min(len(ids), at + n)
-    return [ids[j] for j in range(a, b) if abs(t_sorted[j] - t_i) <= horizon_s]
+    near = [j for j in range(a, b) if abs(t_sorted[j] - t_i) <= horizon_s]
+    gap = 0.0
+    if complete:  # a side that holds n within the horizon ends at its n-th; else all are in
+        before = t_i - float(t_sorted[a]) if at - a == n else horizon_s
+        after = float(t_sorted[b - 1]) - t_i if b - at == n else horizon_s
+        gap = max(0.0, min(before, after, horizon_s))
+    return [ids[j] for j in near], [float(t_sorted[j]) for j in near], gap
 
 
 def _retry(call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -1309,7 +1335,14 @@ class ChromaStore:
                         newest_hint: float = -math.inf) -> list[list[str]]:
         """For each of ``times``, the ids of the (up to) ``n`` stored memories created nearest
         before it and the ``n`` nearest after it, within ``horizon_s`` (server mode's temporal
-        link candidates).
+        link candidates): :meth:`nearest_in_time_bounded` without the times and gaps."""
+        return self.nearest_in_time_bounded(times, horizon_s, n, newest_hint=newest_hint).ids
+
+    def nearest_in_time_bounded(self, times: Sequence[float], horizon_s: float, n: int, *,
+                                newest_hint: float = -math.inf) -> TimeNeighbours:
+        """For each of ``times``, the ids of the (up to) ``n`` stored memories created nearest
+        before it and the ``n`` nearest after it, within ``horizon_s`` (server mode's temporal
+        link candidates), their times, and a gap that no other memory is nearer than.
 
         Chroma cannot order a read by metadata, so memories are read by time range, and the
         ranges start narrow: ``horizon_s / TIME_FIRST_SHARE`` on each side of each time (after
@@ -1330,9 +1363,9 @@ class ChromaStore:
         the limit, newer memories were written elsewhere, and the range is read again between
         its bounds.
         """
-        out: list[list[str]] = [[] for _ in times]
+        out: list[tuple[list[str], list[float], float]] = [([], [], 0.0) for _ in times]
         if n <= 0 or horizon_s < 0 or not len(times):
-            return out
+            return TimeNeighbours.of(out)
         if self._edge_file is not None:
             return self._nearest_in_time_local(times, horizon_s, n)
         t_new = np.asarray(times, dtype=np.float64)
@@ -1367,7 +1400,7 @@ class ChromaStore:
                     done_a = (final or upward or len(ids) - at >= n
                               or hi >= t_new[i] + horizon_s)
                     if done_b and done_a:
-                        out[i] = _nearest(ids, t_sorted, at, t_new[i], n, horizon_s)
+                        out[i] = _nearest(ids, t_sorted, at, t_new[i], n, horizon_s, not capped)
                     else:
                         open_sides.append((i, at, done_b, done_a))
                 if not open_sides:
@@ -1385,7 +1418,7 @@ class ChromaStore:
                                                     {"$lte": float(t_last + horizon_s)}))
                 for i, at, done_b, done_a in open_sides:
                     if (done_b or none_b) and (done_a or none_a):
-                        out[i] = _nearest(ids, t_sorted, at, t_new[i], n, horizon_s)
+                        out[i] = _nearest(ids, t_sorted, at, t_new[i], n, horizon_s, not capped)
                     else:  # wider: 2n rows a side at the density read (none read: 16x), 4x or more
                         width[i] = min(horizon_s, 16.0 * width[i] if fit is None
                                        else max(4.0 * width[i], fit))
@@ -1393,10 +1426,10 @@ class ChromaStore:
             pending = sorted(later, key=lambda i: (t_new[i], i))
         if fits:  # the next call starts at the width that fits the density read
             self._time_width[(horizon_s, n)] = min(horizon_s, float(np.median(fits)))
-        return out
+        return TimeNeighbours.of(out)
 
     def _nearest_in_time_local(self, times: Sequence[float], horizon_s: float,
-                               n: int) -> list[list[str]]:
+                               n: int) -> TimeNeighbours:
         """:meth:`nearest_in_time` of an embedded store (a memory with ``mirror=False``), from
         its creation times held here: read once (every row), then kept by its writes."""
         if self._times_sorted is None:
@@ -1407,8 +1440,8 @@ class ChromaStore:
             ids = sorted(known, key=lambda i: (known[i], i))
             self._times_sorted = ids, np.array([known[i] for i in ids], np.float64)
         ids, t_sorted = self._times_sorted
-        return [_nearest(ids, t_sorted, int(np.searchsorted(t_sorted, t)), float(t), n,
-                         horizon_s) for t in times]
+        return TimeNeighbours.of([_nearest(ids, t_sorted, int(np.searchsorted(t_sorted, t)),
+                                           float(t), n, horizon_s) for t in times])
 
     def _read_by_time(self, lo: float, hi: float | None
                       ) -> tuple[list[str], NDArray[np.float64], bool]:

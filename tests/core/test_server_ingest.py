@@ -138,13 +138,24 @@ def _nearest_by_scan(stored: dict[str, float], t: float, horizon: float, n: int)
     return [m for m in ids[max(0, at - n):at + n] if abs(stored[m] - t) <= horizon]
 
 
+def _gap_by_scan(stored: dict[str, float], t: float, horizon: float, n: int) -> float:
+    """The gap a read by time gives: on each side, the n-th nearest's distance when that side
+    holds n within the horizon, else the horizon; the smaller of the two."""
+    before = sorted(t - x for x in stored.values() if x < t)
+    after = sorted(x - t for x in stored.values() if x >= t)
+    sides = [d[n - 1] if len(d) >= n and d[n - 1] <= horizon else horizon
+             for d in (before, after)]
+    return min(*sides, horizon)
+
+
 @pytest.mark.parametrize("gap_s", [1.0, 97.0, 1500.0])
 def test_reads_by_time_start_narrow_and_give_the_nearest_in_time(chroma_server,
                                                                  gap_s: float) -> None:
     """Server mode's temporal candidates are read around each new memory, widened only as
     needed: the same ids as a scan of every stored time (before, after, between and far from
     the stored memories, one time or a batch, a dense and a sparse store), and in a store
-    with a memory a second, a small part of the rows within the horizon."""
+    with a memory a second, a small part of the rows within the horizon. With them come
+    their times and a gap that no other stored memory is nearer than."""
     horizon, n = temporal_horizon_s(GraphConfig()), 8
     size = 3000
     stored = {f"s{i}": T0 + gap_s * i + 0.25 * (i % 3) for i in range(size)}
@@ -171,6 +182,12 @@ def test_reads_by_time_start_narrow_and_give_the_nearest_in_time(chroma_server,
             if gap_s == 1.0 and times in near:  # 5.7 h hold all 3,000: read a few per time
                 assert counts["rows"] <= 200 * len(times)
             counts.clear()
+            bounded = store.nearest_in_time_bounded(times, horizon, n)
+            assert bounded.ids == got
+            assert bounded.times == [[stored[m] for m in mine] for mine in got]
+            for t, mine, gap in zip(times, got, bounded.gaps, strict=True):
+                assert gap == pytest.approx(_gap_by_scan(stored, t, horizon, n)), t
+                assert all(abs(x - t) >= gap for m, x in stored.items() if m not in mine)
     finally:
         mem.close()
 
@@ -438,7 +455,7 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
                       for i in range(3)])
         barrier = threading.Barrier(2, timeout=10)
         store = mem._store
-        by_vector, by_time = store.query_many_similar, store.nearest_in_time
+        by_vector, by_time = store.query_many_similar, store.nearest_in_time_bounded
 
         def query_many_similar(*args: Any, **kwargs: Any) -> Any:
             barrier.wait()
@@ -452,7 +469,7 @@ def test_a_batchs_vector_queries_and_reads_by_time_run_side_by_side(chroma_serve
             return by_time(*args, **kwargs)
 
         store.query_many_similar = query_many_similar  # type: ignore[method-assign]
-        store.nearest_in_time = nearest_in_time  # type: ignore[method-assign]
+        store.nearest_in_time_bounded = nearest_in_time  # type: ignore[method-assign]
         rec = mem.add("note 3", at=T0 + 180.0)
         assert set(_stored_edges(mem, rec.id)) == {"n0", "n1", "n2"}  # minutes apart
         assert hints == [T0 + 120.0]  # the newest time the memory knows of
@@ -850,3 +867,99 @@ def test_an_older_memory_whose_edges_come_back_as_they_were_is_not_rewritten(
         assert "y" not in rewritten
     finally:
         mem.close()
+
+
+def _twin_batches(chroma_server, monkeypatch: pytest.MonkeyPatch, cut: bool
+                  ) -> tuple[dict[str, str], int, set[str]]:
+    """120 stored memories 30 s apart, then a batch of 100 continuing in time, every tenth a
+    near-duplicate of a stored one (a semantic edge). Returns every row's adjacency, the rows
+    the batch read, and the ids of its candidates' rows; ``cut=False`` reads every
+    candidate's row (the cut left out)."""
+    import scrubjay.memory as memory_module
+
+    if not cut:
+        monkeypatch.setattr(memory_module, "_cut_unreachable", lambda found, sims, *a: (found,
+                                                                                       sims))
+    rng = np.random.default_rng(31)
+    lut = {"": np.zeros(DIM, np.float32)}
+    old, new = [], []
+    for i in range(120):
+        lut[f"old {i}"] = _unit(rng.standard_normal(DIM))
+        old.append({"text": f"old {i}", "at": T0 + 30.0 * i, "id": f"o{i}"})
+    for i in range(100):
+        twin = lut[f"old {(7 * i) % 120}"]
+        lut[f"new {i}"] = (_unit(twin + 0.1 * rng.standard_normal(DIM)) if i % 10 == 0
+                           else _unit(rng.standard_normal(DIM)))
+        new.append({"text": f"new {i}", "at": T0 + 30.0 * (120 + i), "id": f"n{i}"})
+    mem = _memory(chroma_server, lut, max_neighbors=4)
+    try:
+        mem.add_many(old)
+        counts: Counter[str] = Counter()
+        store = mem._store
+        plain = store.what
+        store.what = _RowCounting(plain, counts)
+        link_reads = memory_module.ScrubJayMemory._server_link_reads
+        read: set[str] = set()
+
+        def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+            got = link_reads(self, *args, **kwargs)
+            read.update(got.rows)
+            return got
+
+        monkeypatch.setattr(memory_module.ScrubJayMemory, "_server_link_reads", spy)
+        mem.add_many(new)
+        monkeypatch.setattr(memory_module.ScrubJayMemory, "_server_link_reads", link_reads)
+        store.what = plain
+        rows = store.get([m["id"] for m in old + new])
+        return {r.id: str(r.meta["sj_edges"]) for r in rows}, counts["rows"], read
+    finally:
+        mem.close()
+
+
+def test_candidates_that_cannot_make_the_cut_are_not_read_and_the_graph_is_the_same(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-candidate under theta_S, no time candidate, of an item without a context
+    weighs no more than the temporal term at the read by time's gap; when 4 * max_neighbors
+    earlier items and time candidates are nearer, it cannot be among the item's strongest:
+    its row is not read. Every stored adjacency equals the one a read of all gives."""
+    with monkeypatch.context() as patch:
+        full, full_rows, full_read = _twin_batches(chroma_server, patch, cut=False)
+    with monkeypatch.context() as patch:
+        lean, lean_rows, lean_read = _twin_batches(chroma_server, patch, cut=True)
+    assert lean == full
+    assert any(json.loads(full[f"n{i}"]) for i in range(0, 100, 10))
+    # the near-duplicates' stored twins stay candidates: their semantic edges are there
+    assert all(f"o{(7 * i) % 120}" in lean_read for i in range(0, 100, 10))
+    assert lean_read < full_read and len(lean_read) <= len(full_read) // 2
+    assert lean_rows < full_rows
+
+
+def test_the_cut_keeps_what_it_cannot_rule_out() -> None:
+    """Kept: a cosine within the RCI drift bound under theta_S, a time candidate, every
+    candidate of an item with a context, of an item whose read by time has no bound (gap 0),
+    and of an item with too few nearer memories; cut: the rest under theta_S."""
+    import math
+
+    from scrubjay.memory import _cut_unreachable
+    from scrubjay.store import INDEX_DRIFT_MAX_RAD, TimeNeighbours
+
+    cfg = GraphConfig(max_neighbors=2)  # 8 strongest: 8 nearer memories needed
+    theta = cfg.theta_semantic
+    close = math.cos(math.acos(theta) + INDEX_DRIFT_MAX_RAD / 2)  # under theta, within drift
+    far = math.cos(math.acos(theta) + 2 * INDEX_DRIFT_MAX_RAD)
+    t = np.arange(12, dtype=np.float64) * 10.0  # the batch, 10 s apart
+    found = [["a", "b", "c", "d"] for _ in range(3)]
+    sims = [[0.9, close, far, far] for _ in range(3)]
+    times = [[float(x) - 500.0] for x in t]  # one time candidate each, 500 s before
+    ids = [["d"] for _ in t]
+    gaps = [600.0] * len(t)
+    gaps[10] = 0.0  # item 10: its read stopped at the limit, no bound
+    by_time = TimeNeighbours(ids=ids, times=times, gaps=gaps)
+    cuttable = np.ones(len(t), bool)
+    cuttable[11] = False  # item 11 has a context
+    got, got_sims = _cut_unreachable(found, sims, 9, t, cuttable, by_time, cfg)
+    assert got[0] == ["a", "b", "d"] and got_sims[0] == [0.9, close, far]  # c is cut
+    assert got[1] == got[2] == ["a", "b", "c", "d"]
+    # the first items of a batch have fewer than 8 nearer memories: nothing is cut
+    early, _ = _cut_unreachable(found, sims, 0, t, cuttable, by_time, cfg)
+    assert early == found
