@@ -1222,10 +1222,7 @@ class ScrubJayMemory:
         t_new = np.asarray(times, dtype=np.float64)
 
         def query(lo: int) -> tuple[list[list[str]], list[list[float]]]:
-            found, sims = self._store.query_many_similar("what", what[lo:lo + _LINK_QUERY_PAGE],
-                                                         k)
-            return _cut_unreachable(found, sims, lo, t_new, cuttable, by_time_later.result(),
-                                    cfg)
+            return self._store.query_many_similar("what", what[lo:lo + _LINK_QUERY_PAGE], k)
 
         by_time_later = pool.submit(by_time_read)
         beside: Future[tuple[list[list[str]], list[list[float]]]] | None = None
@@ -1238,8 +1235,13 @@ class ScrubJayMemory:
                 # pair before are read meanwhile
                 if pair + 1 < len(pages):
                     beside = self._worker("query").submit(query, pages[pair + 1])
-                for page, page_sims in (query(pages[pair]),
-                                        *([beside.result()] if beside is not None else [])):
+                answers = [(pages[pair], query(pages[pair]))]
+                if beside is not None:
+                    answers.append((pages[pair + 1], beside.result()))
+                for lo, answer in answers:
+                    # here, not in the query worker: a worker waits on no other worker
+                    page, page_sims = _cut_unreachable(*answer, lo, t_new, cuttable,
+                                                       by_time_later.result(), cfg)
                     by_what.extend(page)
                     sims.extend(page_sims)
                     if len(pages) > 1:

@@ -963,3 +963,37 @@ def test_the_cut_keeps_what_it_cannot_rule_out() -> None:
     # the first items of a batch have fewer than 8 nearer memories: nothing is cut
     early, _ = _cut_unreachable(found, sims, 0, t, cuttable, by_time, cfg)
     assert early == found
+
+
+def test_the_cut_waits_for_the_read_by_time_outside_the_query_worker(
+        chroma_server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cut needs the read by time, which runs in another worker; a worker that waited on
+    another could deadlock two batches stored at once (the workers are shared, one thread
+    each), so the cut runs in the thread that reads the answers, never in the query worker."""
+    import threading
+
+    import scrubjay.memory as memory_module
+
+    threads: list[str] = []
+    cut = memory_module._cut_unreachable
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return cut(*args, **kwargs)
+
+    monkeypatch.setattr(memory_module, "_cut_unreachable", spy)
+    monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 4)
+    rng = np.random.default_rng(41)
+    lut = {"": np.zeros(DIM, np.float32)}
+    items = []
+    for i in range(40):
+        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+        items.append({"text": f"note {i}", "at": T0 + 30.0 * i, "id": f"q{i}"})
+    mem = _memory(chroma_server, lut, max_neighbors=2)
+    try:
+        mem.add_many(items[:20])
+        mem.add_many(items[20:])
+        assert len(threads) >= 5  # one per page of the second batch
+        assert not any(name.startswith("scrubjay-query") for name in threads)
+    finally:
+        mem.close()
