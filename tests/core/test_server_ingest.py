@@ -41,6 +41,19 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return (v / np.linalg.norm(v, axis=-1, keepdims=True)).astype(np.float32)
 
 
+def _notes(seed: int, count: int, gap_s: float, prefix: str = "n"
+           ) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """``count`` memories ``note 0``, ``note 1``, ... ``gap_s`` apart from T0, with random
+    unit vectors (none near another: no semantic edge), and the embedder's lookup table."""
+    rng = np.random.default_rng(seed)
+    lut = {"": np.zeros(DIM, np.float32)}
+    items = []
+    for i in range(count):
+        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
+        items.append({"text": f"note {i}", "at": T0 + gap_s * i, "id": f"{prefix}{i}"})
+    return lut, items
+
+
 def _memory(chroma_server: tuple[str, int], lut: dict[str, np.ndarray],
             max_neighbors: int = 16) -> ScrubJayMemory:
     host, port = chroma_server
@@ -560,12 +573,7 @@ def test_a_pages_candidate_read_that_fails_stores_nothing(
     import scrubjay.memory as memory_module
     from scrubjay.errors import StoreError
 
-    rng = np.random.default_rng(13)
-    lut = {"": np.zeros(DIM, np.float32)}
-    items = []
-    for i in range(12):
-        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
-        items.append({"text": f"note {i}", "at": T0 + 60.0 * i, "id": f"n{i}"})
+    lut, items = _notes(13, 12, 60.0)
     mem = _memory(chroma_server, lut, max_neighbors=4)
     try:
         mem.add_many(items[:6])
@@ -983,12 +991,7 @@ def test_the_cut_waits_for_the_read_by_time_outside_the_query_worker(
 
     monkeypatch.setattr(memory_module, "_cut_unreachable", spy)
     monkeypatch.setattr(memory_module, "_LINK_QUERY_PAGE", 4)
-    rng = np.random.default_rng(41)
-    lut = {"": np.zeros(DIM, np.float32)}
-    items = []
-    for i in range(40):
-        lut[f"note {i}"] = _unit(rng.standard_normal(DIM))
-        items.append({"text": f"note {i}", "at": T0 + 30.0 * i, "id": f"q{i}"})
+    lut, items = _notes(41, 40, 30.0, prefix="q")
     mem = _memory(chroma_server, lut, max_neighbors=2)
     try:
         mem.add_many(items[:20])
