@@ -350,9 +350,9 @@ def _cut_unreachable(found: list[list[str]], sims: list[list[float]], lo: int,
     ``8 * max_neighbors`` places before it count (a batch in time order has its nearest there).
     """
     width = 4 * cfg.max_neighbors
-    w_t, lam, delta = cfg.weight_temporal, cfg.lambda_temporal_per_s, cfg.delta_temporal_s
     angle = math.acos(min(1.0, max(-1.0, cfg.theta_semantic))) + INDEX_DRIFT_MAX_RAD
-    if (width == 0 or w_t <= 0 or lam <= 0 or cfg.theta_semantic < 0
+    if (width == 0 or cfg.weight_temporal <= 0 or cfg.lambda_temporal_per_s <= 0
+            or cfg.theta_semantic < 0
             or cfg.theta_contextual < 0 or angle >= math.pi):
         return found, sims
     below = math.cos(angle) - 1e-6  # a query cosine under it: e_S = 0 for sure
@@ -367,14 +367,15 @@ def _cut_unreachable(found: list[list[str]], sims: list[list[float]], lo: int,
     for r, ts in enumerate(near_t):
         cand[r, :len(ts)] = np.abs(np.asarray(ts) - t_new[lo + r])
     nearest = np.partition(np.concatenate([gaps, cand], axis=1), width - 1, axis=1)[:, width - 1]
-
-    def e_t(gap: float) -> float:
-        return w_t * math.exp(-lam * gap) if gap < delta else 0.0
-
+    # the temporal term alone (cosines 0, no context): the weakest of those nearer, and the
+    # most a candidate beyond the gap can weigh
+    zero = np.zeros(len(rows))
+    floor = edge_weight_from_similarity(zero, None, nearest, cfg)
+    bound = edge_weight_from_similarity(zero, None, np.asarray(by_time.gaps)[rows], cfg)
     out_found, out_sims = [], []
     for r, i in enumerate(rows.tolist()):
         ids, cos = found[r], sims[r]
-        if cuttable[i] and e_t(float(nearest[r])) > e_t(by_time.gaps[i]) + 1e-6:
+        if cuttable[i] and floor[r] > bound[r] + 1e-6:
             timed = set(by_time.ids[i])
             keep = [j for j, (c, x) in enumerate(zip(ids, cos, strict=True))
                     if c in timed or not x < below]  # (a NaN cosine is kept)
@@ -857,7 +858,7 @@ class ScrubJayMemory:
             old = sorted(changed - new_ids)
             before: dict[str, str | None] | None = None
             if reads is not None:
-                before = {i: r.meta.get("sj_edges") for i, r in reads.rows.items()}
+                before = {i: reads.rows[i].meta.get("sj_edges") for i in old if i in reads.rows}
                 before.update(self._complete_adjacency(
                     graph, [i for i in old if i not in reads.rows], set(reads.rows) | new_ids))
             edges = graph.dumps_many([*ids, *old])
