@@ -42,6 +42,7 @@ from .buffer import (
     select_buffer,
     task_probability,
 )
+from .changelog import LogCursor
 from .config import GraphConfig, ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
@@ -487,11 +488,16 @@ class ScrubJayMemory:
                                           prefix=prefix)
             else:
                 self._private_prefix = None
-                self._store = ChromaStore(client=client, namespace=self.namespace)
+                # several processes may share it: every write feeds the change log that
+                # keeps their mirrors current (scrubjay.changelog)
+                self._store = ChromaStore(client=client, namespace=self.namespace,
+                                          change_log=True)
         use_mirror = config.search.mirror
         self._use_mirror = self._embedded if use_mirror is None else bool(use_mirror)
         self._dim: int | None = None
         self._mirror: Mirror | None = None
+        # server mode with a mirror: how far the mirror has applied the change log
+        self._log_cursor: LogCursor | None = None
         self._graph = EpisodicGraph(config.graph)
         self._buffer: BufferState | None = None
         # (buffer, mirror, mirror version) the block was gathered for, and the block
@@ -546,6 +552,7 @@ class ScrubJayMemory:
                 self._newest_t = max(self._newest_t,
                                      max(r.created_at_s for r in snap.records))
         elif self._use_mirror:
+            self._start_log_cursor()
             self._load_mirror()
         if self._snapshot_file is not None:
             self._store.track_changes()
@@ -558,6 +565,75 @@ class ScrubJayMemory:
             except (ValueError, KeyError, TypeError):
                 logger.warning("Ignoring an unreadable prospective buffer in namespace %r",
                                self.namespace)
+
+    def _start_log_cursor(self) -> None:
+        """Server mode with a mirror: follow the change log from now on (before the mirror is
+        read: a write that lands meanwhile is applied again at the first sync)."""
+        log = self._store.log
+        self._log_cursor = log.cursor() if log is not None else None
+
+    def _fresh(self) -> None:
+        """:meth:`_check_open`, then, in server mode with a mirror, apply the writes other
+        processes made since the last operation (:mod:`scrubjay.changelog`): their rows are
+        read and replace the mirror's, a memory gone leaves it. Raises :class:`StoreError`
+        when the change log or the rows cannot be read (the mirror stays as it was)."""
+        self._check_open()
+        cursor, log = self._log_cursor, self._store.log
+        if cursor is None or log is None:
+            return
+        before = (cursor.synced_at, dict(cursor.seen), dict(cursor.open))
+        ids = log.changes(cursor)
+        try:
+            if ids is None:  # the log no longer reaches back to the last sync
+                self._graph = EpisodicGraph(self.config.graph)
+                self._mirror = None
+                self._start_log_cursor()
+                self._load_mirror()
+            elif ids:
+                self._apply_rows(sorted(ids))
+        except ScrubJayError:
+            cursor.synced_at, cursor.seen, cursor.open = before  # read them again next time
+            raise
+
+    def _apply_rows(self, ids: list[str]) -> None:
+        """Bring the mirror and the graph in step with the stored rows of ``ids`` (another
+        process changed them): each row read replaces the mirror's, with its adjacency; an
+        id not stored any more leaves the mirror, the graph and the buffer."""
+        rows = self._store.get(ids, vectors=True)
+        present = {r.id for r in rows}
+        held = self._mirror.row_of if self._mirror is not None else {}
+        gone = [i for i in ids if i not in present and i in held]
+        touched: set[str] = set()
+        for mid in gone:
+            touched |= self._graph.remove(mid)
+        if gone and self._mirror is not None:
+            self._mirror.remove(gone)
+        if rows:
+            if self._dim is None:
+                self._dim = len(rows[0].what)  # type: ignore[arg-type]
+            self._append_rows(rows)
+            g = self._graph.g
+            for r in rows:
+                if r.id in g:
+                    touched.update(g.neighbors(r.id))
+                    g.remove_edges_from(list(g.edges(r.id)))
+            for r in rows:
+                self._graph.loads(r.id, r.meta.get("sj_edges"))
+            known = self._mirror.row_of if self._mirror is not None else {}
+            for r in rows:  # an edge to a memory not stored (a leftover): dropped
+                stray = [j for j in g.neighbors(r.id) if j not in known]
+                g.remove_nodes_from(stray)
+                touched.update(g.neighbors(r.id))
+            self._newest_t = max(self._newest_t,
+                                 max(float(r.meta.get("sj_t", -math.inf)) for r in rows))
+        self._refresh_wdeg(touched | present)
+        self._maybe_written.difference_update(ids)
+        for mid in ids:
+            self._graph_cache.pop(mid, None)
+        if gone and self._buffer is not None:  # the deleting process rewrote the stored one
+            gone_set = set(gone)
+            self._buffer = replace(self._buffer, ids=tuple(i for i in self._buffer.ids
+                                                           if i not in gone_set))
 
     def _load_mirror(self) -> None:
         """Build the mirror and the graph from every row in Chroma."""
@@ -731,7 +807,7 @@ class ScrubJayMemory:
         ``scrubjay._blas``); its thread count is restored after.
         """
         with self._lock:
-            self._check_open()
+            self._fresh()
             prepared = self._prepare_items(items)
             if not prepared:
                 return []
@@ -1372,7 +1448,7 @@ class ScrubJayMemory:
         check_text(context, "context", owner, allow_empty=True)
         k = check_k(k, owner)
         with self._lock:
-            self._check_open()
+            self._fresh()
             t_q = self._time(at, owner)
             # (server mode: an empty store answers an empty query; no count() round trip)
             if self._dim is None or (self._use_mirror and len(self) == 0):
@@ -1783,7 +1859,7 @@ class ScrubJayMemory:
         check_text(context, "context", owner, allow_empty=True)
         size = self.config.buffer.size if k is None else check_k(k, owner)
         with self._lock:
-            self._check_open()
+            self._fresh()
             t0 = self._time(at, owner)
             if self._dim is None or len(self) == 0:
                 self._set_buffer(BufferState(task=task, context=context, prepared_at_s=t0,
@@ -1912,7 +1988,7 @@ class ScrubJayMemory:
         check_text(new_info, "new_info", owner)
         check_text(context, "context", owner, allow_empty=True)
         with self._lock:
-            self._check_open()
+            self._fresh()
             t_n = self._time(at, owner)
             if store:  # checked before any update: the add of the news would refuse it after
                 _check_not_future(t_n, self.now(), owner)
@@ -2071,7 +2147,7 @@ class ScrubJayMemory:
         """
         owner = "ScrubJayMemory.consolidate"
         with self._lock:
-            self._check_open()
+            self._fresh()
             t = self._time(at, owner)
             records = list(self._iter_records())
             if not records:
@@ -2103,7 +2179,7 @@ class ScrubJayMemory:
             raise InvalidInputError(f"The 'id' parameter of ScrubJayMemory.get must be a str. "
                                     f"Got {type(id).__name__} instead.")
         with self._lock:
-            self._check_open()
+            self._fresh()
             rec = self._record_or_none(id)
             if rec is None:
                 raise MemoryNotFoundError(f"No memory with id {id!r} in namespace "
@@ -2202,8 +2278,11 @@ class ScrubJayMemory:
             self._graph_cache.clear()
             self._maybe_written.clear()
             self._store = ChromaStore(client=self._store.client, namespace=self.namespace,
-                                      prefix=self._store.prefix) if self._store.path is None \
-                else self._reopen_store()
+                                      prefix=self._store.prefix,
+                                      change_log=self._store.log is not None) \
+                if self._store.path is None else self._reopen_store()
+            if self._log_cursor is not None:
+                self._start_log_cursor()
             if self._snapshot_file is not None:
                 self._store.track_changes()
 
@@ -2237,13 +2316,15 @@ class ScrubJayMemory:
     def __len__(self) -> int:
         with self._lock:
             if self._use_mirror:
+                if not self._closed:
+                    self._fresh()
                 return len(self._mirror) if self._mirror is not None else 0
             return self._store.count()
 
     def __iter__(self) -> Iterator[MemoryRecord]:
         """Every memory of the namespace (a snapshot)."""
         with self._lock:
-            self._check_open()
+            self._fresh()
             return iter(list(self._iter_records()))
 
     def _record_or_none(self, id: str) -> MemoryRecord | None:
@@ -2257,7 +2338,7 @@ class ScrubJayMemory:
         if not isinstance(id, str):
             return False
         with self._lock:
-            self._check_open()
+            self._fresh()
             return self._record_or_none(id) is not None
 
     def utility_of(self, id: str, at: Timestamp | None = None) -> float:

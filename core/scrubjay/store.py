@@ -98,6 +98,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
+from .changelog import ChangeLog
 from .errors import EmbedderMismatchError, StoreError, StoreLockedError
 
 __all__ = [
@@ -619,7 +620,7 @@ class ChromaStore:
     """The two Chroma collections of one namespace."""
 
     def __init__(self, *, client: Any, namespace: str, path: str | None = None,
-                 prefix: str = "sj_") -> None:
+                 prefix: str = "sj_", change_log: bool = False) -> None:
         self.client = client
         self.namespace = namespace
         self.path = path
@@ -647,6 +648,9 @@ class ChromaStore:
         self._times_sorted: tuple[list[str], NDArray[np.float64]] | None = None
         #: An embedded store's adjacency (schema 5); None: it is in Chroma (``sj_edges``).
         self._edge_file: _EdgeFile | None = None
+        #: Against a server: the namespace's change log, which every write here feeds and
+        #: from which a mirror learns of other processes' writes (:mod:`scrubjay.changelog`).
+        self.log: ChangeLog | None = None
         try:
             hnsw = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
             self.what = client.get_or_create_collection(
@@ -655,6 +659,9 @@ class ChromaStore:
             self.where = client.get_or_create_collection(
                 f"{prefix}{namespace}_where", embedding_function=None,
                 configuration={"hnsw": hnsw})
+            if change_log:
+                self.log = ChangeLog(client.get_or_create_collection(
+                    f"{prefix}{namespace}_log", embedding_function=None))
         except Exception as exc:
             self.close()
             raise _wrap(f"open the collections of namespace {namespace!r}", exc) from exc
@@ -794,9 +801,14 @@ class ChromaStore:
         return self.change_marker()
 
     @contextlib.contextmanager
-    def _tracked_write(self) -> Iterator[None]:
-        """Around a write: note a foreign write before it or a failure in it, and record the
-        marker after it."""
+    def _tracked_write(self, ids: Sequence[str]) -> Iterator[None]:
+        """Around a write that changes the rows of ``ids``: against a server, its change-log
+        entry (:mod:`scrubjay.changelog`); in an embedded store, note a foreign write before
+        it or a failure in it, and record the marker after it."""
+        if self.log is not None:
+            with self.log.logged(ids):
+                yield
+            return
         if self._expected_marker is None:
             yield
             return
@@ -833,7 +845,7 @@ class ChromaStore:
         deletes whatever a failed clean-up left behind before its add.
         """
         edge_file = self._edge_file
-        with self._tracked_write():
+        with self._tracked_write([*ids, *(i for i, _ in adjacency)]):
             self._add_or_undo(ids, texts, metas, what, where, then=None if edge_file is None
                               else lambda: edge_file.write([*((i, m.get(_EDGES_KEY)) for i, m
                                                                in zip(ids, metas, strict=True)),
@@ -851,13 +863,13 @@ class ChromaStore:
         that follows costs far less than their share of the add."""
         if self._edge_file is not None:
             raise ValueError("an embedded store writes a batch's edges with add()")
-        with self._tracked_write():
+        with self._tracked_write(ids):
             self._add_or_undo(ids, texts, metas, what, where, edges=False)
 
     def discard(self, ids: Sequence[str]) -> None:
         """Delete rows that :meth:`add_unlinked` wrote and no memory links to yet (no
         adjacency to rewrite)."""
-        with self._tracked_write():
+        with self._tracked_write(ids):
             self._delete(ids)
 
     def link_added(self, ids: Sequence[str], edges: Sequence[str],
@@ -872,7 +884,7 @@ class ChromaStore:
         :meth:`add` leaves them."""
         todo = [*zip(ids, edges, strict=True), *adjacency]
         step = self._batch()
-        with self._tracked_write():
+        with self._tracked_write([i for i, _ in todo]):
             for lo in range(0, len(todo), step):
                 part = todo[lo:lo + step]
                 try:
@@ -926,7 +938,7 @@ class ChromaStore:
         ids = backup.ids
         if not ids:
             return
-        with self._tracked_write():
+        with self._tracked_write([*ids, *(j for j, _ in backup.adjacency)]):
             self._delete(ids)
             try:
                 step = self._batch()
@@ -1005,7 +1017,7 @@ class ChromaStore:
         :meth:`delete` only (an embedded store keeps it in its edge file)."""
         if self._edge_file is not None and any(_EDGES_KEY in m for m in metas):
             raise ValueError("an embedded store's adjacency is written by add() and delete()")
-        with self._tracked_write():
+        with self._tracked_write(ids):
             self._update_meta(ids, metas, what)
 
     def _update_meta(self, ids: Sequence[str], metas: Sequence[dict[str, Any]],
@@ -1069,7 +1081,7 @@ class ChromaStore:
         ends. Against a server the rows go first, then the neighbours' ``sj_edges``."""
         if not ids:
             return
-        with self._tracked_write():
+        with self._tracked_write([*ids, *(i for i, _ in adjacency)]):
             if self._edge_file is not None:
                 self._edge_file.write([*((i, None) for i in ids), *adjacency])
             self._delete(ids)
@@ -1535,7 +1547,7 @@ class ChromaStore:
         """Delete both collections of this namespace (and their text in the local log)."""
         self._times = self._times_sorted = None
         collection_ids = [str(self.what.id), str(self.where.id)]
-        for suffix in ("what", "where"):
+        for suffix in ("what", "where", *(("log",) if self.log is not None else ())):
             with contextlib.suppress(Exception):
                 self.client.delete_collection(f"{self.prefix}{self.namespace}_{suffix}")
         self._redact_log(collection_ids=collection_ids)

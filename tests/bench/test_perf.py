@@ -22,12 +22,16 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
     assert (tmp_path / "perf.png").stat().st_size > 0
     assert "scrubjay bench perf" in (tmp_path / "perf.md").read_text()
     assert "overhead without the graph" in (tmp_path / "perf.md").read_text()
+    assert "server, with a mirror" in (tmp_path / "perf.md").read_text()
     for row in res["search"]["by_n"].values():
         for mode in ("embedded", "server"):
             r = row[mode]
             assert r["sj"]["p50_ms"] > 0 and r["chroma"]["p50_ms"] > 0
         assert 0.0 <= row["embedded"]["recall_at_k"] <= 1.0
         assert 0.0 <= row["server"]["recall_at_k"] <= 1.0   # against a mirror-backed scan
+        mirrored = row["server_mirror"]  # a process with a mirror on the same server
+        assert mirrored["sj"]["p50_ms"] > 0 and mirrored["open_s"] > 0
+        assert 0.0 <= mirrored["recall_at_k"] <= 1.0
     assert res["rci"]["llm_calls_per_event"] == [1] * len(res["rci"]["events"])
     for ev in res["rci"]["events"]:
         assert ev["affected"] == ev["target_affected"]
@@ -40,6 +44,8 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
             assert math.isfinite(mode_rows[name]["overhead_without_graph"])
             assert mode_rows[name]["without_graph_per_s"] > 0
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
+        assert math.isfinite(res["ingest"]["server"][name]["overhead_with_mirror"])
+        assert res["ingest"]["server"][name]["single"]["with_mirror"]["p50_ms"] > 0
     for mode_rows in (res["ingest"], res["ingest"]["server"]):  # one add at a time
         for name in ("synthetic", "bundled"):
             one = mode_rows[name]["single"]

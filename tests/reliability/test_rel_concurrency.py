@@ -4,7 +4,10 @@
   integrate / delete / get on one embedded store: no exception, no lost acknowledged write, the
   exact final count (also after a reopen).
 * ``SCRUBJAY_PROCS`` (default 4) processes writing one namespace through a ``chroma run`` server
-  started by the test session: the exact final count, every acknowledged memory readable.
+  started by the test session, every other one with a mirror that the change log keeps current
+  (each reads back its own memories while the others write): the exact final count, every
+  acknowledged memory readable, and a mirror opened before them all ends with the same
+  memories as a fresh open.
 * The embedded path refuses a second writer process with :class:`StoreLockedError` while the
   first one is writing, and the first one's data is untouched.
 """
@@ -21,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from scrubjay import ClassifierConfig, ScrubJayConfig, ScrubJayMemory
+from scrubjay import ClassifierConfig, ScrubJayConfig, ScrubJayMemory, SearchConfig
 from scrubjay.testing import HashEmbedder
 
 THREADS = int(os.environ.get("SCRUBJAY_THREADS", "8"))
@@ -108,12 +111,13 @@ def test_threads_share_one_store(tmp_path: Path) -> None:
 PROC_SCRIPT = """
 import json, sys
 import chromadb
-from scrubjay import ClassifierConfig, ScrubJayConfig, ScrubJayMemory
+from scrubjay import ClassifierConfig, ScrubJayConfig, ScrubJayMemory, SearchConfig
 from scrubjay.testing import HashEmbedder
 sys.path.insert(0, sys.argv[5])
 from test_rel_concurrency import _workload
 host, port, namespace, i = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-cfg = ScrubJayConfig(classifier=ClassifierConfig(offline="keyword"))
+cfg = ScrubJayConfig(classifier=ClassifierConfig(offline="keyword"),
+                     search=SearchConfig(mirror=i % 2 == 1))
 mem = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port), namespace=namespace,
                      embedder=HashEmbedder(dim=128), config=cfg)
 kept, done = _workload(mem, f"proc{i}", int(sys.argv[6]), seed=100 + i)
@@ -126,6 +130,11 @@ def test_processes_share_a_chroma_server(chroma_server) -> None:
 
     host, port = chroma_server
     namespace = f"procs-{uuid.uuid4().hex[:8]}"
+    mirrored_cfg = ScrubJayConfig(classifier=ClassifierConfig(offline="keyword"),
+                                  search=SearchConfig(mirror=True))
+    observer = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
+                              namespace=namespace, embedder=HashEmbedder(dim=128),
+                              config=mirrored_cfg)
     started = time.monotonic()
     procs = [subprocess.Popen([sys.executable, "-c", PROC_SCRIPT, host, str(port), namespace,
                                str(i), str(Path(__file__).parent), str(OPS_PER_PROC)],
@@ -138,12 +147,21 @@ def test_processes_share_a_chroma_server(chroma_server) -> None:
     expected = set().union(*(set(a["kept"]) for a in answers))
     mem = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port), namespace=namespace,
                          embedder=HashEmbedder(dim=128), config=CFG)
+    fresh = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
+                           namespace=namespace, embedder=HashEmbedder(dim=128),
+                           config=mirrored_cfg)
     try:
         assert len(mem) == len(expected)
         assert {r.id for r in mem} == expected
         assert mem.search("topic 3", k=5)
+        # the mirror opened before the processes learnt every write from the change log
+        assert len(observer) == len(expected)
+        assert ({r.id: (r.text, r.value, r.pi) for r in observer}
+                == {r.id: (r.text, r.value, r.pi) for r in fresh})
+        assert set(observer.graph.g.nodes) == set(fresh.graph.g.nodes) == expected
     finally:
-        mem.close()
+        for m in (mem, observer, fresh):
+            m.close()
     print(f"\nRELIABILITY processes: processes={PROCS} operations="
           f"{sum(a['done'] for a in answers)} final_count={len(expected)} "
           f"seconds={time.monotonic() - started:.1f}")

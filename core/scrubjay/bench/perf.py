@@ -347,6 +347,15 @@ def _exact_ids(mem: Any, query: str, k: int) -> set[str]:
         mem.config = fast_cfg
 
 
+def _mirrored_config() -> Any:
+    """Server mode with a mirror of the namespace in the process (``SearchConfig(mirror=True)``),
+    kept current by the namespace's change log."""
+    from scrubjay import ScrubJayConfig
+    from scrubjay.config import LLMConfig, SearchConfig
+
+    return ScrubJayConfig(llm=LLMConfig(annotate=False), search=SearchConfig(mirror=True))
+
+
 def _exact_reference(corpus: Corpus, client: Any) -> Any:
     """A memory on ``client`` with a mirror that scans every memory (the recall reference)."""
     from scrubjay import ScrubJayConfig
@@ -392,12 +401,19 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
                 row["server"] = _search_one(remote, corpus, qs, k, exact=exact)
                 exact.close()
                 remote.close()
+                # a process with a mirror on the server (the change log keeps it current)
+                t = time.perf_counter()
+                mirrored = _memory(None, corpus, client=client, config=_mirrored_config())
+                opened = time.perf_counter() - t
+                row["server_mirror"] = {**_search_one(mirrored, corpus, qs, k),
+                                        "open_s": opened}
+                mirrored.close()
             shutil.rmtree(server_dir, ignore_errors=True)
         _tick(bar, f"baselines n={n}")
         bq = qs[:baseline_queries]
         row["langchain_time_weighted"] = _pct(_langchain_latency(corpus, n, bq, k))
         row["llamaindex_time_weighted"] = _pct(_llamaindex_latency(corpus, n, bq, k))
-        for mode in ("embedded", "server"):
+        for mode in ("embedded", "server", "server_mirror"):
             if mode in row:
                 row[mode]["p50_vs_chroma"] = row[mode]["sj"]["p50_ms"] / \
                     row[mode]["chroma"]["p50_ms"]
@@ -460,12 +476,17 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     # own folder: what the paper's graph costs at add time, measured in the same alternation
     flat = ScrubJayConfig(llm=LLMConfig(annotate=False), graph=GraphConfig(max_neighbors=0))
     flat_path = None if client else path.with_name(path.name + "-no-graph")
+    # against a server, also a process that keeps a mirror (its own namespace, same batches)
+    mirrored: Any = None
     if name == "synthetic":
         def embed(ts: list[str]) -> Any:
             return corpus.embed(ts)
         mem = _memory(None if client else path, corpus, client=client, namespace="ingest")
         no_graph = _memory(flat_path, corpus, client=client, config=flat,
                            namespace="ingest-no-graph")
+        if client is not None:
+            mirrored = _memory(None, corpus, client=client, config=_mirrored_config(),
+                               namespace="ingest-mirror")
     else:
         model = WordLlamaEmbedder()
 
@@ -477,6 +498,10 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
                              (None if client else path, "ingest-bundled",
                               ScrubJayConfig(llm=LLMConfig(annotate=False))),
                              (flat_path, "ingest-bundled-no-graph", flat)))
+        if client is not None:
+            mirrored = ScrubJayMemory(client=client, namespace="ingest-bundled-mirror",
+                                      embedder=model, config=_mirrored_config(),
+                                      clock=_clock(T0 + len(items) + 3600))
     # the write alone: the Chroma rows scrubjay wrote (text, perishability, ... as metadata;
     # an embedded store keeps the adjacency in its edge file, not replayed)
     # replayed into a fresh collection, without the work that computed them; and a second
@@ -484,9 +509,10 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     col, as_meta, replay = (raw_client.get_or_create_collection(
         f"{name}-{role}", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
         for role in ("raw", "raw-text-as-meta", "replay"))
-    raw_s = meta_s = sj_s = replay_s = raw_cpu_s = flat_s = 0.0
+    raw_s = meta_s = sj_s = replay_s = raw_cpu_s = flat_s = mirror_s = 0.0
     one_sj: list[float] = []
     one_raw: list[float] = []
+    one_mirror: list[float] = []
     try:
         for lo in range(0, n, batch):
             part = items[lo:min(n, lo + batch)]
@@ -508,6 +534,10 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             t = time.perf_counter()
             no_graph.add_many(part)
             flat_s += time.perf_counter() - t
+            if mirrored is not None:
+                t = time.perf_counter()
+                mirrored.add_many(part)
+                mirror_s += time.perf_counter() - t
             rows = mem._store.what.get(ids=[p["id"] for p in part],
                                        include=["embeddings", "documents", "metadatas"])
             kw = {"documents": rows["documents"]} if any(rows["documents"]) else {}
@@ -524,16 +554,28 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             t = time.perf_counter()
             mem.add(p["text"], at=p["at"])
             one_sj.append(time.perf_counter() - t)
+            if mirrored is not None:
+                t = time.perf_counter()
+                mirrored.add(p["text"], at=p["at"])
+                one_mirror.append(time.perf_counter() - t)
     finally:
         mem.close()
         no_graph.close()
+        if mirrored is not None:
+            mirrored.close()
     single: dict[str, Any] = {}
     if one_sj:
         single = {"sj": {**_pct(one_sj), "mean_ms": 1e3 * float(np.mean(one_sj))},
                   "embed_plus_chroma_add": {**_pct(one_raw),
                                             "mean_ms": 1e3 * float(np.mean(one_raw))},
                   "ratio_p50": float(np.median(one_sj) / np.median(one_raw))}
-    return {"single": single,
+        if one_mirror:
+            single["with_mirror"] = {**_pct(one_mirror),
+                                     "mean_ms": 1e3 * float(np.mean(one_mirror))}
+            single["ratio_p50_with_mirror"] = float(np.median(one_mirror) / np.median(one_raw))
+    mirror = {} if mirrored is None else {"with_mirror_per_s": n / mirror_s,
+                                          "overhead_with_mirror": mirror_s / raw_s - 1.0}
+    return {"single": single, **mirror,
             "sj_per_s": n / sj_s, "embed_plus_chroma_add_per_s": n / raw_s,
             "overhead": sj_s / raw_s - 1.0,
             "without_graph_per_s": n / flat_s,
@@ -754,13 +796,13 @@ def _table(res: dict[str, Any]) -> str:
               "numpy scan p50 | LangChain TW p50 | LlamaIndex TW p50 |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for n, row in res["search"]["by_n"].items():
-        for mode in ("embedded", "server"):
+        for mode in ("embedded", "server", "server_mirror"):
             if mode not in row:
                 continue
             r = row[mode]
             rec = "-" if r["recall_at_k"] is None else f"{r['recall_at_k']:.3f}"
             lines.append(
-                f"| {int(n):,} | {mode} | {r['sj']['p50_ms']:.2f} / {r['sj']['p95_ms']:.2f} | "
+                f"| {int(n):,} | {mode.replace('_', ', with a ')} | {r['sj']['p50_ms']:.2f} / {r['sj']['p95_ms']:.2f} | "
                 f"{r['chroma']['p50_ms']:.2f} / {r['chroma']['p95_ms']:.2f} | "
                 f"{r['p50_vs_chroma']:.2f}x | {rec} | {row['numpy_scan']['p50_ms']:.2f} | "
                 f"{row['langchain_time_weighted']['p50_ms']:.1f} | "
@@ -783,6 +825,11 @@ def _table(res: dict[str, Any]) -> str:
                              f"{100 * r['same_rows_write_overhead']:+.0f}% | "
                              f"{r['embed_plus_chroma_add_text_as_meta_per_s']:.0f} | "
                              f"{100 * r['overhead_vs_text_as_meta']:.0f}% |")
+                if "overhead_with_mirror" in r:
+                    lines.append(f"| {mode}, with a mirror | {name} | "
+                                 f"{r['with_mirror_per_s']:.0f} | "
+                                 f"{r['embed_plus_chroma_add_per_s']:.0f} | "
+                                 f"{100 * r['overhead_with_mirror']:.0f}% | - | - | - | - |")
     singles = [(mode, name, rows[name]["single"])
                for mode, rows in (("embedded", ing), ("server", ing.get("server", {})))
                for name in ("synthetic", "bundled") if rows.get(name, {}).get("single")]
@@ -797,6 +844,11 @@ def _table(res: dict[str, Any]) -> str:
             lines.append(f"| {mode} | {name} | {sj['p50_ms']:.1f} / {sj['p95_ms']:.1f} / "
                          f"{sj['mean_ms']:.1f} | {raw['p50_ms']:.1f} / {raw['mean_ms']:.1f} | "
                          f"{r['ratio_p50']:.2f}x |")
+            if "with_mirror" in r:
+                wm = r["with_mirror"]
+                lines.append(f"| {mode}, with a mirror | {name} | {wm['p50_ms']:.1f} / "
+                             f"{wm['p95_ms']:.1f} / {wm['mean_ms']:.1f} | {raw['p50_ms']:.1f} / "
+                             f"{raw['mean_ms']:.1f} | {r['ratio_p50_with_mirror']:.2f}x |")
     if "synthetic" in ing:
         busy = ing["synthetic"]["raw_add_cores_busy"]
         lines += ["", (f"The embedded raw Chroma add kept {busy:.2f} of {res['nproc']} cores "
@@ -840,6 +892,9 @@ def _plot(res: dict[str, Any], path: Path) -> None:
                 series.setdefault(f"scrubjay {mode}", []).append(row[mode]["sj"]["p50_ms"])
                 series.setdefault(f"raw Chroma ({mode})", []).append(
                     row[mode]["chroma"]["p50_ms"])
+        if "server_mirror" in row:  # the raw query is the server's, plotted above
+            series.setdefault("scrubjay server, with a mirror", []).append(
+                row["server_mirror"]["sj"]["p50_ms"])
         series.setdefault("numpy scan", []).append(row["numpy_scan"]["p50_ms"])
         series.setdefault("LangChain time-weighted", []).append(
             row["langchain_time_weighted"]["p50_ms"])

@@ -1,0 +1,174 @@
+"""Server mode: a namespace's change log, which keeps other processes' mirrors current.
+
+Against a Chroma server several processes share a namespace. A process that keeps a mirror
+(``SearchConfig(mirror=True)``: every memory, its vectors and the graph in memory) must see the
+others' writes, and Chroma's HTTP API gives a collection no version or log position to ask for
+them. So every write through a server also writes an entry to a third collection,
+``sj_{ns}_log``: the ids whose rows it changes (added, updated or deleted), its wall-clock time,
+and whether it is done. The entry is added *before* the write and marked done after it, so that
+a writer killed in between leaves an open entry behind, never a change without one.
+
+A mirror holds a :class:`LogCursor`. Before each operation it asks :meth:`ChangeLog.changes` for
+the ids of the entries it has not applied yet (others' entries; its own writes update its mirror
+as they go), reads those rows and puts them into the mirror (a row that is gone leaves it). An
+entry still open is read again at every sync until it is done, or until it is older than
+:data:`LOG_OPEN_MAX_S` (its writer is gone: one last read). Entries are found by time: the
+reader asks for those stamped at or after its previous sync less :data:`LOG_SKEW_S`, the slack
+for clocks that differ between machines and for a write that stamped its entry just before the
+reader's previous sync, and skips those it has applied. Entries older than :data:`LOG_KEEP_S`
+are deleted now and then by the writers; a reader that has not synced for that long reloads its
+mirror whole.
+
+A write pays two small requests (the entry's add and its update); a reader pays one read of
+entry ids per sync, plus one read of the new entries and one of the changed rows when there are
+any (docs/performance.md, item 38).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import StoreError
+
+logger = logging.getLogger(__name__)
+
+#: Slack (seconds) for clocks that differ between the processes' machines and for a write whose
+#: entry was stamped just before a reader's sync (chosen: NTP keeps clocks within a second; ten
+#: minutes leaves room for a clock that drifted or an entry whose add took long).
+LOG_SKEW_S = 600.0
+#: An entry open this long belongs to a writer that died mid-write: read a last time, then
+#: applied (chosen: a batch write of 100,000 memories takes a few minutes).
+LOG_OPEN_MAX_S = 3_600.0
+#: Entries older than this are deleted; a reader whose last sync is older reloads its mirror.
+LOG_KEEP_S = 86_400.0
+#: Ids per entry (a write of more ids writes several entries).
+LOG_IDS_MAX = 20_000
+#: A writer deletes expired entries once per this many entries it wrote.
+LOG_PRUNE_EVERY = 200
+
+
+@dataclass(slots=True)
+class LogCursor:
+    """How far a mirror has applied a namespace's change log."""
+
+    synced_at: float
+    """Wall-clock time of the start of the last sync (or of the mirror's load)."""
+    seen: dict[str, float] = field(default_factory=dict)
+    """Entries applied (done, or expired while open), by id, with their time."""
+    open: dict[str, float] = field(default_factory=dict)
+    """Entries found open: read again at each sync until done."""
+
+
+class ChangeLog:
+    """The change log of one namespace on a server (``col``: its Chroma collection)."""
+
+    def __init__(self, col: Any, clock: Callable[[], float] = time.time) -> None:
+        self.col = col
+        self._clock = clock
+        #: This object's own entries that completed, by id with their time: a mirror applies
+        #: its own writes as it makes them (a write that failed is read back like another's).
+        self.mine: dict[str, float] = {}
+        self._written = 0
+
+    def cursor(self) -> LogCursor:
+        """A cursor at now: for a mirror about to be loaded from the rows (an entry written
+        meanwhile is applied again at the first sync, which is harmless)."""
+        return LogCursor(synced_at=self._clock())
+
+    @contextlib.contextmanager
+    def logged(self, ids: Sequence[str]) -> Iterator[None]:
+        """Around a write that changes the rows of ``ids``: the entry is added before it (a
+        failure there raises :class:`StoreError` and nothing is written) and marked done after
+        it, whether it succeeded or not (a failure to mark it is logged: readers then read
+        those rows again until the entry expires)."""
+        if not ids:
+            yield
+            return
+        now = self._clock()
+        unique = list(dict.fromkeys(ids))
+        entries = [(uuid.uuid4().hex, unique[lo:lo + LOG_IDS_MAX])
+                   for lo in range(0, len(unique), LOG_IDS_MAX)]
+        try:
+            self.col.add(ids=[e for e, _ in entries], embeddings=[[1.0]] * len(entries),
+                         metadatas=[{"t": now, "done": False, "ids": json.dumps(part)}
+                                    for _, part in entries])
+        except Exception as exc:
+            raise StoreError(f"Could not write the namespace's change log before a write of "
+                             f"{len(unique)} memories (nothing was written): "
+                             f"{type(exc).__name__}: {exc}") from exc
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            try:
+                self.col.update(ids=[e for e, _ in entries],
+                                metadatas=[{"done": True}] * len(entries))
+            except Exception as exc:  # noqa: BLE001 - the write itself is what matters
+                logger.warning("Could not mark %d change-log entries done (other processes' "
+                               "mirrors read those %d memories again until the entries expire "
+                               "in %.0f s): %s", len(entries), len(unique), LOG_OPEN_MAX_S, exc)
+            if ok:
+                self.mine.update((e, now) for e, _ in entries)
+            self._written += len(entries)
+            if self._written >= LOG_PRUNE_EVERY:
+                self._written = 0
+                self._forget_before(self._clock() - 2 * LOG_SKEW_S, self.mine)
+                self.prune()
+
+    def prune(self) -> None:
+        """Delete the entries older than :data:`LOG_KEEP_S` (best effort)."""
+        try:
+            self.col.delete(where={"t": {"$lt": self._clock() - LOG_KEEP_S}})
+        except Exception as exc:  # noqa: BLE001 - only the log's size is at stake
+            logger.debug("Could not prune the change log: %s", exc)
+
+    def changes(self, cursor: LogCursor) -> set[str] | None:
+        """The ids whose rows changed since ``cursor``'s last sync, by entries it has not
+        applied (``cursor`` is advanced); None when the cursor is older than the log keeps
+        (the mirror must be reloaded whole). Raises :class:`StoreError` when the log cannot
+        be read (the cursor is left as it was)."""
+        now = self._clock()
+        if now - cursor.synced_at > LOG_KEEP_S - LOG_SKEW_S:
+            return None
+        try:
+            listed = self.col.get(where={"t": {"$gte": cursor.synced_at - LOG_SKEW_S}},
+                                  include=[])["ids"]
+            skip = cursor.seen.keys() | self.mine.keys()
+            new = sorted({e for e in listed if e not in skip} | cursor.open.keys())
+            got = self.col.get(ids=new, include=["metadatas"]) if new else {"ids": []}
+        except Exception as exc:
+            raise StoreError(f"Could not read the namespace's change log: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        ids: set[str] = set()
+        still_open: dict[str, float] = {}
+        for eid, meta in zip(got["ids"], got.get("metadatas") or [], strict=False):
+            meta = meta or {}
+            t = float(meta.get("t", now))
+            try:
+                listed_ids = json.loads(meta.get("ids") or "[]")
+            except (TypeError, ValueError):
+                listed_ids = []
+            ids.update(i for i in listed_ids if isinstance(i, str))
+            if meta.get("done") or now - t > LOG_OPEN_MAX_S:
+                cursor.seen[eid] = t
+            else:
+                still_open[eid] = t
+        cursor.open = still_open  # an open entry deleted meanwhile is gone
+        cursor.synced_at = now
+        # an entry older than the next sync's window is not listed again: forget it
+        self._forget_before(now - 2 * LOG_SKEW_S, cursor.seen, self.mine)
+        return ids
+
+    @staticmethod
+    def _forget_before(horizon: float, *kept: dict[str, float]) -> None:
+        for entries in kept:
+            for eid in [e for e, t in entries.items() if t < horizon]:
+                del entries[eid]
