@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -76,6 +77,9 @@ class ChangeLog:
         #: its own writes as it makes them (a write that failed is read back like another's).
         self.mine: dict[str, float] = {}
         self._written = 0
+        #: The ids of the operation whose entry is open (:meth:`batch`), in order.
+        self._batch: dict[str, None] | None = None
+        self._lock = threading.Lock()
 
     def cursor(self) -> LogCursor:
         """A cursor at now: for a mirror about to be loaded from the rows (an entry written
@@ -84,44 +88,80 @@ class ChangeLog:
 
     @contextlib.contextmanager
     def logged(self, ids: Sequence[str]) -> Iterator[None]:
-        """Around a write that changes the rows of ``ids``: the entry is added before it (a
+        """Around a write that changes the rows of ``ids``: its entry is added before it (a
         failure there raises :class:`StoreError` and nothing is written) and marked done after
         it, whether it succeeded or not (a failure to mark it is logged: readers then read
-        those rows again until the entry expires)."""
-        if not ids:
+        those rows again until the entry expires). Inside :meth:`batch`, the write's ids join
+        the batch's entry instead."""
+        with self._lock:
+            batch = self._batch
+            if batch is not None:
+                batch.update(dict.fromkeys(ids))
+        if batch is not None or not ids:
+            yield
+            return
+        with self.batch(ids):
+            yield
+
+    @contextlib.contextmanager
+    def batch(self, ids: Sequence[str]) -> Iterator[None]:
+        """One entry for the writes of one operation (a server batch writes its rows, then
+        their edges and its neighbours' edges): added listing ``ids`` before the first write,
+        the writes inside add the ids they change (:meth:`logged`), and it is marked done once,
+        listing them all. Two requests per operation instead of two per write."""
+        with self._lock:
+            if self._batch is not None:  # one operation at a time per store: a nested one
+                self._batch.update(dict.fromkeys(ids))  # joins the open entry
+                nested = True
+            else:
+                self._batch = dict.fromkeys(ids)
+                nested = False
+        if nested:
             yield
             return
         now = self._clock()
-        unique = list(dict.fromkeys(ids))
-        entries = [(uuid.uuid4().hex, unique[lo:lo + LOG_IDS_MAX])
-                   for lo in range(0, len(unique), LOG_IDS_MAX)]
         try:
-            self.col.add(ids=[e for e, _ in entries], embeddings=[[1.0]] * len(entries),
-                         metadatas=[{"t": now, "done": False, "ids": json.dumps(part)}
-                                    for _, part in entries])
-        except Exception as exc:
-            raise StoreError(f"Could not write the namespace's change log before a write of "
-                             f"{len(unique)} memories (nothing was written): "
-                             f"{type(exc).__name__}: {exc}") from exc
-        ok = False
-        try:
-            yield
-            ok = True
-        finally:
+            unique = list(self._batch)
+            entries = [uuid.uuid4().hex for _ in range(max(1, -(-len(unique) // LOG_IDS_MAX)))]
             try:
-                self.col.update(ids=[e for e, _ in entries],
-                                metadatas=[{"done": True}] * len(entries))
-            except Exception as exc:  # noqa: BLE001 - the write itself is what matters
-                logger.warning("Could not mark %d change-log entries done (other processes' "
-                               "mirrors read those %d memories again until the entries expire "
-                               "in %.0f s): %s", len(entries), len(unique), LOG_OPEN_MAX_S, exc)
-            if ok:
-                self.mine.update((e, now) for e, _ in entries)
-            self._written += len(entries)
-            if self._written >= LOG_PRUNE_EVERY:
-                self._written = 0
-                self._forget_before(self._clock() - 2 * LOG_SKEW_S, self.mine)
-                self.prune()
+                self.col.add(ids=entries, embeddings=[[1.0]] * len(entries),
+                             metadatas=[{"t": now, "done": False, "ids": json.dumps(part)}
+                                        for part in _split(unique, len(entries))])
+            except Exception as exc:
+                raise StoreError(f"Could not write the namespace's change log before a write "
+                                 f"of {len(unique)} memories (nothing was written): "
+                                 f"{type(exc).__name__}: {exc}") from exc
+            ok = False
+            try:
+                yield
+                ok = True
+            finally:
+                with self._lock:
+                    listed = list(self._batch)
+                    self._batch = None
+                self._close(entries, listed, now, ok)
+        finally:
+            with self._lock:
+                self._batch = None
+
+    def _close(self, entries: list[str], ids: list[str], now: float, ok: bool) -> None:
+        """Mark ``entries`` done, listing every id the operation's writes changed."""
+        try:
+            self.col.update(ids=entries, metadatas=[{"done": True, "ids": json.dumps(part)}
+                                                    for part in _split(ids, len(entries))])
+        except Exception as exc:  # noqa: BLE001 - the write itself is what matters
+            logger.warning("Could not mark %d change-log entries done (other processes' "
+                           "mirrors read those memories again until the entries expire in "
+                           "%.0f s, and may miss %d memories the write changed besides "
+                           "those it listed first): %s", len(entries), LOG_OPEN_MAX_S,
+                           len(ids), exc)
+        if ok:
+            self.mine.update((e, now) for e in entries)
+        self._written += len(entries)
+        if self._written >= LOG_PRUNE_EVERY:
+            self._written = 0
+            self._forget_before(self._clock() - 2 * LOG_SKEW_S, self.mine)
+            self.prune()
 
     def prune(self) -> None:
         """Delete the entries older than :data:`LOG_KEEP_S` (best effort)."""
@@ -172,3 +212,9 @@ class ChangeLog:
         for entries in kept:
             for eid in [e for e, t in entries.items() if t < horizon]:
                 del entries[eid]
+
+
+def _split(ids: list[str], parts: int) -> list[list[str]]:
+    """``ids`` in ``parts`` consecutive runs of about equal length."""
+    size = -(-len(ids) // parts) if ids else 0
+    return [ids[k * size:(k + 1) * size] for k in range(parts)]

@@ -378,7 +378,12 @@ class SearchConfig:
     memory can outrank a relevant older one (``docs/benchmarks.md`` measures both)."""
     mirror: bool | None = None
     """Keep an in-memory mirror of the namespace and score exactly over all memories. ``None``:
-    on for embedded (``path=``) stores, off for client/server."""
+    on for embedded (``path=``) stores, off for client/server. Against a server, a mirror reads
+    the whole namespace at open and links and scores in this process; the namespace's change
+    log (:mod:`scrubjay.changelog`), which every process's writes feed, keeps it current with
+    the other processes' writes: each operation first applies those made since the last one
+    (docs/performance.md, item 38: a batch's ingest then costs about what an embedded one
+    does, where without a mirror it queries the server for every new memory's neighbours)."""
     scan_max: int | None = 20_000
     """Mirrors of at most this many memories are scanned exactly, by relevance searches and
     when linking new memories; larger ones take candidates from Chroma's HNSW index (what,

@@ -582,7 +582,15 @@ class ScrubJayMemory:
         if cursor is None or log is None:
             return
         before = (cursor.synced_at, dict(cursor.seen), dict(cursor.open))
-        ids = log.changes(cursor)
+        self._apply_changes(log.changes(cursor), before)
+
+    def _apply_changes(self, ids: set[str] | None,
+                       before: tuple[float, dict[str, float], dict[str, float]]) -> None:
+        """Apply what :meth:`ChangeLog.changes` returned (None: reload the mirror whole); when
+        that fails, the cursor goes back to ``before`` (the changes are read again next
+        time) and the error is raised."""
+        cursor = self._log_cursor
+        assert cursor is not None
         try:
             if ids is None:  # the log no longer reaches back to the last sync
                 self._graph = EpisodicGraph(self.config.graph)
@@ -883,20 +891,23 @@ class ScrubJayMemory:
             records = records_of(labels)
             return records, self._write_unlinked(records, what, where)
 
-        labels, replaced, reads, early = self._classify_and_read(
-            items, what, where, any(annotations),
-            write_early if self._writes_unlinked() else None)
-        records = early[0] if early is not None else records_of(labels)
-        # a replaced memory goes before the batch is linked and written: if that fails, the
-        # old version is written back from this backup rather than lost
-        backup = self._store.backup(replaced) if replaced else None
-        try:
-            return self._replace_and_write(records, replaced, what, where, reads,
-                                           early[1] if early is not None else None)
-        except ScrubJayError:
-            if backup is not None:
-                self._restore_replaced(backup)
-            raise
+        # against a server, the batch's writes (its rows, their edges, its neighbours' edges,
+        # a replaced memory's delete) share one change-log entry
+        with self._store.log_batch([p.id for p in items]):
+            labels, replaced, reads, early = self._classify_and_read(
+                items, what, where, any(annotations),
+                write_early if self._writes_unlinked() else None)
+            records = early[0] if early is not None else records_of(labels)
+            # a replaced memory goes before the batch is linked and written: if that fails,
+            # the old version is written back from this backup rather than lost
+            backup = self._store.backup(replaced) if replaced else None
+            try:
+                return self._replace_and_write(records, replaced, what, where, reads,
+                                               early[1] if early is not None else None)
+            except ScrubJayError:
+                if backup is not None:
+                    self._restore_replaced(backup)
+                raise
 
     def _writes_unlinked(self) -> bool:
         """Whether a batch's rows go to the store before their edges (a server's add is its
@@ -1448,45 +1459,69 @@ class ScrubJayMemory:
         check_text(context, "context", owner, allow_empty=True)
         k = check_k(k, owner)
         with self._lock:
-            self._fresh()
-            t_q = self._time(at, owner)
-            # (server mode: an empty store answers an empty query; no count() round trip)
-            if self._dim is None or (self._use_mirror and len(self) == 0):
-                return []
-            e_q = self._embed([query], query=True)[0]
-            c_q = self._embed([context], query=True)[0]
-            # np.linalg.norm of a vector is sqrt(x . x): the same float, without its checks
-            weights = adaptive_weights(query, float(np.sqrt(e_q.dot(e_q))),
-                                       float(np.sqrt(c_q.dot(c_q))),
-                                       t_q - self._newest_t if math.isfinite(self._newest_t)
-                                       else 0.0, self.config.weights)
-            if self._buffer is not None and not exclude_stale:
-                hits = self._search_buffer(e_q, c_q, weights, k, t_q)
-                if hits is not None:
-                    return hits
-            relevance = self.config.search.ranking == "relevance"
-            if relevance and not self._use_mirror:
-                return self._server_relevance(e_q, c_q, weights, k, t_q, exclude_stale)
-            if self._use_mirror and self._mirror:
-                if not relevance or self._scan(len(self._mirror)):
-                    rows = self._mirror.view()
-                elif np.any(c_q):
-                    rows = self._hnsw_candidates(e_q, c_q)
-                else:
-                    rows = self._hnsw_relevance_rows(e_q, weights, k, t_q, exclude_stale)
+            self._check_open()
+            cursor, log = self._log_cursor, self._store.log
+            if cursor is None or log is None:
+                return self._search(query, context, k, at, exclude_stale)
+            # server mode with a mirror: the change log is read beside the search, which runs
+            # again in the rare case that it brought changes (its request costs about what
+            # the search's own does)
+            before = (cursor.synced_at, dict(cursor.seen), dict(cursor.open))
+            later = self._worker("log").submit(log.changes, cursor)
+            try:
+                hits = self._search(query, context, k, at, exclude_stale)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    later.result()
+                raise
+            ids = later.result()  # a failed read raises here, the cursor untouched
+            if ids is not None and not ids:
+                return hits
+            self._apply_changes(ids, before)
+            return self._search(query, context, k, at, exclude_stale)
+
+    def _search(self, query: str, context: str, k: int, at: Timestamp | None,
+                exclude_stale: bool) -> list[Hit]:
+        """:meth:`search` once the memory is current (the caller holds the lock)."""
+        owner = "ScrubJayMemory.search"
+        t_q = self._time(at, owner)
+        # (server mode: an empty store answers an empty query; no count() round trip)
+        if self._dim is None or (self._use_mirror and self._size() == 0):
+            return []
+        e_q = self._embed([query], query=True)[0]
+        c_q = self._embed([context], query=True)[0]
+        # np.linalg.norm of a vector is sqrt(x . x): the same float, without its checks
+        weights = adaptive_weights(query, float(np.sqrt(e_q.dot(e_q))),
+                                   float(np.sqrt(c_q.dot(c_q))),
+                                   t_q - self._newest_t if math.isfinite(self._newest_t)
+                                   else 0.0, self.config.weights)
+        if self._buffer is not None and not exclude_stale:
+            hits = self._search_buffer(e_q, c_q, weights, k, t_q)
+            if hits is not None:
+                return hits
+        relevance = self.config.search.ranking == "relevance"
+        if relevance and not self._use_mirror:
+            return self._server_relevance(e_q, c_q, weights, k, t_q, exclude_stale)
+        if self._use_mirror and self._mirror:
+            if not relevance or self._scan(len(self._mirror)):
+                rows = self._mirror.view()
+            elif np.any(c_q):
+                rows = self._hnsw_candidates(e_q, c_q)
             else:
-                rows = self._server_candidates(e_q, c_q)
-            if exclude_stale:
-                u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
-                fresh = np.flatnonzero(~is_stale(u, rows.value, self.config.decay.stale_ratio))
-                if len(fresh) < len(rows):
-                    rows = rows.take(fresh)
-                    if self.config.search.ranking == "relevance":
-                        return self._rank_by_relevance(rows, e_q, c_q, weights, k, t_q)
-                    return self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False)
-            if self.config.search.ranking == "relevance":
-                return self._rank_by_relevance(rows, e_q, c_q, weights, k, t_q)
-            return self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=self._use_mirror)
+                rows = self._hnsw_relevance_rows(e_q, weights, k, t_q, exclude_stale)
+        else:
+            rows = self._server_candidates(e_q, c_q)
+        if exclude_stale:
+            u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
+            fresh = np.flatnonzero(~is_stale(u, rows.value, self.config.decay.stale_ratio))
+            if len(fresh) < len(rows):
+                rows = rows.take(fresh)
+                if self.config.search.ranking == "relevance":
+                    return self._rank_by_relevance(rows, e_q, c_q, weights, k, t_q)
+                return self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=False)
+        if self.config.search.ranking == "relevance":
+            return self._rank_by_relevance(rows, e_q, c_q, weights, k, t_q)
+        return self._rank(rows, e_q, c_q, weights, k, t_q, exhaustive=self._use_mirror)
 
     def _rank_by_relevance(self, rows: Rows, e_q: NDArray[np.float32],
                            c_q: NDArray[np.float32], weights: NDArray[np.float64], k: int,
@@ -1688,12 +1723,13 @@ class ScrubJayMemory:
             got = later.result()
         return done, got
 
-    def _worker(self, role: Literal["main", "inner", "query", "write"]) -> ThreadPoolExecutor:
+    def _worker(self, role: Literal["main", "inner", "query", "write", "log"]
+                ) -> ThreadPoolExecutor:
         """A single-thread worker, made on first use: ``main`` runs requests beside this
         thread (:meth:`_concurrently`), ``inner`` those beside code that runs in ``main``
-        itself, ``query`` a second page of a batch's link queries and ``write`` a batch's
-        rows; none runs anything that waits on another, so no call can deadlock however many
-        threads make it."""
+        itself, ``query`` a second page of a batch's link queries, ``write`` a batch's
+        rows and ``log`` a search's read of the change log; none runs anything that waits on
+        another, so no call can deadlock however many threads make it."""
         pool = self._pools.get(role)
         if pool is None:
             pool = self._pools[role] = ThreadPoolExecutor(
@@ -1861,7 +1897,7 @@ class ScrubJayMemory:
         with self._lock:
             self._fresh()
             t0 = self._time(at, owner)
-            if self._dim is None or len(self) == 0:
+            if self._dim is None or self._size() == 0:
                 self._set_buffer(BufferState(task=task, context=context, prepared_at_s=t0,
                                              ids=()))
                 return []
@@ -2008,20 +2044,23 @@ class ScrubJayMemory:
             deltas, used_llm, calls, reason = self._deltas(new_info, context) if idx_ids else (
                 Deltas(summary="already applied" if skipped else "no related memory"),
                 False, 0, None)
-            if idx_ids:
-                try:
-                    self._apply_rci(rows, alpha, drift, w_n, deltas, t_n, key)
-                except ScrubJayError as err:
-                    err.add_note(f"To complete this RCI event without updating twice the "
-                                 f"memories that took it, call integrate again with the same "
-                                 f"text and context and at={t_n!r}.")
-                    raise
             stored = None
-            if store:
-                stored = self._record_or_none(own_id)
-                if stored is None:
-                    stored = self._store_items(self._prepare_items(
-                        [{"id": own_id, "text": new_info, "context": context, "at": t_n}]))[0]
+            # against a server, the event's updates and its own memory share one log entry
+            with self._store.log_batch([*idx_ids, *([own_id] if store else [])]):
+                if idx_ids:
+                    try:
+                        self._apply_rci(rows, alpha, drift, w_n, deltas, t_n, key)
+                    except ScrubJayError as err:
+                        err.add_note(f"To complete this RCI event without updating twice the "
+                                     f"memories that took it, call integrate again with the "
+                                     f"same text and context and at={t_n!r}.")
+                        raise
+                if store:
+                    stored = self._record_or_none(own_id)
+                    if stored is None:
+                        stored = self._store_items(self._prepare_items(
+                            [{"id": own_id, "text": new_info, "context": context,
+                              "at": t_n}]))[0]
             return IntegrationReport(
                 affected=tuple((mid, float(a)) for mid, a in zip(idx_ids, alpha, strict=True)),
                 deltas=deltas, used_llm=used_llm, llm_calls=calls, stored=stored,
@@ -2315,11 +2354,15 @@ class ScrubJayMemory:
 
     def __len__(self) -> int:
         with self._lock:
-            if self._use_mirror:
-                if not self._closed:
-                    self._fresh()
-                return len(self._mirror) if self._mirror is not None else 0
-            return self._store.count()
+            if self._use_mirror and not self._closed:
+                self._fresh()
+            return self._size()
+
+    def _size(self) -> int:
+        """The number of memories, as this object knows it (no change-log read)."""
+        if self._use_mirror:
+            return len(self._mirror) if self._mirror is not None else 0
+        return self._store.count()
 
     def __iter__(self) -> Iterator[MemoryRecord]:
         """Every memory of the namespace (a snapshot)."""

@@ -800,6 +800,12 @@ class ChromaStore:
             return None
         return self.change_marker()
 
+    def log_batch(self, ids: Sequence[str]) -> contextlib.AbstractContextManager[None]:
+        """Against a server: one change-log entry for the writes of one operation, listing
+        ``ids`` and whatever the writes inside change (:meth:`ChangeLog.batch`); elsewhere
+        nothing."""
+        return self.log.batch(ids) if self.log is not None else contextlib.nullcontext()
+
     @contextlib.contextmanager
     def _tracked_write(self, ids: Sequence[str]) -> Iterator[None]:
         """Around a write that changes the rows of ``ids``: against a server, its change-log

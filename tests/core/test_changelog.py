@@ -84,6 +84,18 @@ def test_a_mirror_applies_another_writers_adds_updates_and_deletes(
     assert hits == [(h.id, round(h.score, 9)) for h in fresh.search("topic 2 project", k=5)]
 
 
+def test_a_search_finds_what_another_writer_just_added(
+        open_memory: Callable[..., ScrubJayMemory], clock: FrozenClock) -> None:
+    """The search reads the log beside its own work and runs again when it brought changes."""
+    mirrored = open_memory(mirror=True)
+    writer = open_memory()
+    writer.add_many(_items(clock, "a", 10))
+    assert mirrored.search("note 3 about topic 3", k=1)[0].id == "a3"
+    writer.add("zebra crossing near the quarry office", at=clock() - 5.0)
+    hits = mirrored.search("zebra crossing near the quarry office", k=1)
+    assert hits[0].text == "zebra crossing near the quarry office"
+
+
 def test_a_mirror_keeps_its_own_writes_and_learns_the_others(
         open_memory: Callable[..., ScrubJayMemory], clock: FrozenClock) -> None:
     first, second = open_memory(mirror=True), open_memory(mirror=True)
@@ -204,6 +216,22 @@ def test_an_open_entry_is_read_again_until_it_is_done() -> None:
     assert reader.changes(cursor) == {"x", "y"}  # done: read a last time
     assert reader.changes(cursor) == set()
     assert writer.changes(writer.cursor()) == set()  # its own entries: applied as written
+
+
+def test_a_batch_writes_one_entry_that_lists_every_write_inside_it() -> None:
+    col, clock = _Log(), FrozenClock(T0)
+    writer, reader = ChangeLog(col, clock), ChangeLog(col, clock)
+    cursor = reader.cursor()
+    with writer.batch(["new1", "new2"]):
+        with writer.logged(["new1", "new2"]):  # the rows
+            pass
+        assert reader.changes(cursor) == {"new1", "new2"}  # open: what it listed first
+        with writer.logged(["new1", "old7"]):  # their edges and a neighbour's
+            pass
+        assert len(col.rows) == 1
+    assert len(col.rows) == 1
+    assert reader.changes(cursor) == {"new1", "new2", "old7"}
+    assert reader.changes(cursor) == set()
 
 
 def test_an_entry_a_writer_left_open_expires() -> None:
