@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,8 +78,11 @@ class ChangeLog:
         #: its own writes as it makes them (a write that failed is read back like another's).
         self.mine: dict[str, float] = {}
         self._written = 0
-        #: The ids of the operation whose entry is open (:meth:`batch`), in order.
+        #: The ids of the operation whose entry is open (:meth:`batch`), in order, and the
+        #: request that adds the entry (None until the operation has an id).
         self._batch: dict[str, None] | None = None
+        self._opened: Future[tuple[list[str], float]] | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def cursor(self) -> LogCursor:
@@ -92,59 +96,91 @@ class ChangeLog:
         failure there raises :class:`StoreError` and nothing is written) and marked done after
         it, whether it succeeded or not (a failure to mark it is logged: readers then read
         those rows again until the entry expires). Inside :meth:`batch`, the write's ids join
-        the batch's entry instead."""
+        the batch's entry, which this waits for (and opens if the batch had no ids yet)."""
         with self._lock:
             batch = self._batch
             if batch is not None:
                 batch.update(dict.fromkeys(ids))
-        if batch is not None or not ids:
-            yield
+                if self._opened is None and batch:
+                    self._opened = self._submit(self._open, list(batch))
+                opened = self._opened
+        if batch is None:
+            if not ids:
+                yield
+                return
+            with self.batch(ids), self.logged(()):
+                yield
             return
-        with self.batch(ids):
-            yield
+        if opened is not None:
+            opened.result()  # the entry is there before the write (or StoreError)
+        yield
 
     @contextlib.contextmanager
     def batch(self, ids: Sequence[str]) -> Iterator[None]:
         """One entry for the writes of one operation (a server batch writes its rows, then
-        their edges and its neighbours' edges): added listing ``ids`` before the first write,
-        the writes inside add the ids they change (:meth:`logged`), and it is marked done once,
-        listing them all. Two requests per operation instead of two per write."""
+        their edges and its neighbours' edges): added listing ``ids`` (in a worker, while the
+        operation reads; each write waits for it, :meth:`logged`), the writes inside add the
+        ids they change, and it is marked done once, listing them all, in the worker after
+        the operation (a reader may see it open a little longer, and reads those rows again).
+        Two requests per operation instead of two per write, off its critical path."""
         with self._lock:
             if self._batch is not None:  # one operation at a time per store: a nested one
                 self._batch.update(dict.fromkeys(ids))  # joins the open entry
                 nested = True
             else:
                 self._batch = dict.fromkeys(ids)
+                self._opened = self._submit(self._open, list(self._batch)) if ids else None
                 nested = False
         if nested:
             yield
             return
-        now = self._clock()
+        ok = False
         try:
-            unique = list(self._batch)
-            entries = [uuid.uuid4().hex for _ in range(max(1, -(-len(unique) // LOG_IDS_MAX)))]
-            try:
-                self.col.add(ids=entries, embeddings=[[1.0]] * len(entries),
-                             metadatas=[{"t": now, "done": False, "ids": json.dumps(part)}
-                                        for part in _split(unique, len(entries))])
-            except Exception as exc:
-                raise StoreError(f"Could not write the namespace's change log before a write "
-                                 f"of {len(unique)} memories (nothing was written): "
-                                 f"{type(exc).__name__}: {exc}") from exc
-            ok = False
-            try:
-                yield
-                ok = True
-            finally:
-                with self._lock:
-                    listed = list(self._batch)
-                    self._batch = None
-                self._close(entries, listed, now, ok)
+            yield
+            ok = True
         finally:
             with self._lock:
-                self._batch = None
+                listed = list(self._batch or ())
+                opened = self._opened
+                self._batch = self._opened = None
+            if opened is not None:
+                try:
+                    entries, now = opened.result()
+                except StoreError:
+                    pass  # nothing was written: each write waited for the entry and failed
+                else:
+                    with self._lock:
+                        if ok:
+                            self.mine.update((e, now) for e in entries)
+                        self._written += len(entries)
+                        prune = self._written >= LOG_PRUNE_EVERY
+                        if prune:
+                            self._written = 0
+                            self._forget_before(self._clock() - 2 * LOG_SKEW_S, self.mine)
+                    self._submit(self._close, entries, listed, prune)
 
-    def _close(self, entries: list[str], ids: list[str], now: float, ok: bool) -> None:
+    def _submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``fn`` in this log's worker (one thread: the entries' requests keep their
+        order)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scrubjay-log")
+        return self._pool.submit(fn, *args)
+
+    def _open(self, ids: list[str]) -> tuple[list[str], float]:
+        """Add the entries of an operation listing ``ids``, not done; their ids and time."""
+        now = self._clock()
+        entries = [uuid.uuid4().hex for _ in range(max(1, -(-len(ids) // LOG_IDS_MAX)))]
+        try:
+            self.col.add(ids=entries, embeddings=[[1.0]] * len(entries),
+                         metadatas=[{"t": now, "done": False, "ids": json.dumps(part)}
+                                    for part in _split(ids, len(entries))])
+        except Exception as exc:
+            raise StoreError(f"Could not write the namespace's change log before a write of "
+                             f"{len(ids)} memories (nothing was written): "
+                             f"{type(exc).__name__}: {exc}") from exc
+        return entries, now
+
+    def _close(self, entries: list[str], ids: list[str], prune: bool) -> None:
         """Mark ``entries`` done, listing every id the operation's writes changed."""
         try:
             self.col.update(ids=entries, metadatas=[{"done": True, "ids": json.dumps(part)}
@@ -155,13 +191,19 @@ class ChangeLog:
                            "%.0f s, and may miss %d memories the write changed besides "
                            "those it listed first): %s", len(entries), LOG_OPEN_MAX_S,
                            len(ids), exc)
-        if ok:
-            self.mine.update((e, now) for e in entries)
-        self._written += len(entries)
-        if self._written >= LOG_PRUNE_EVERY:
-            self._written = 0
-            self._forget_before(self._clock() - 2 * LOG_SKEW_S, self.mine)
+        if prune:
             self.prune()
+
+    def flush(self) -> None:
+        """Wait until the entries' requests sent so far are done."""
+        if self._pool is not None:
+            self._pool.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """:meth:`flush`, then stop the worker."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     def prune(self) -> None:
         """Delete the entries older than :data:`LOG_KEEP_S` (best effort)."""
@@ -181,7 +223,8 @@ class ChangeLog:
         try:
             listed = self.col.get(where={"t": {"$gte": cursor.synced_at - LOG_SKEW_S}},
                                   include=[])["ids"]
-            skip = cursor.seen.keys() | self.mine.keys()
+            with self._lock:
+                skip = cursor.seen.keys() | self.mine.keys()
             new = sorted({e for e in listed if e not in skip} | cursor.open.keys())
             got = self.col.get(ids=new, include=["metadatas"]) if new else {"ids": []}
         except Exception as exc:
@@ -204,7 +247,8 @@ class ChangeLog:
         cursor.open = still_open  # an open entry deleted meanwhile is gone
         cursor.synced_at = now
         # an entry older than the next sync's window is not listed again: forget it
-        self._forget_before(now - 2 * LOG_SKEW_S, cursor.seen, self.mine)
+        with self._lock:
+            self._forget_before(now - 2 * LOG_SKEW_S, cursor.seen, self.mine)
         return ids
 
     @staticmethod

@@ -683,7 +683,10 @@ class ChromaStore:
         return cls(client=client, namespace=namespace, path=key)
 
     def close(self) -> None:
-        """Release this store's share of the embedded client and its process lock."""
+        """Release this store's share of the embedded client and its process lock (against a
+        server: wait for the change log's last requests)."""
+        if self.log is not None:
+            self.log.close()
         if self._edge_file is not None:
             self._edge_file.close()
         with self._marker_lock:
@@ -1550,7 +1553,10 @@ class ChromaStore:
             _EmbeddedClients.release(key)
 
     def drop(self) -> None:
-        """Delete both collections of this namespace (and their text in the local log)."""
+        """Delete both collections of this namespace (and their text in the local log; against
+        a server, its change log once its last requests are done)."""
+        if self.log is not None:
+            self.log.close()
         self._times = self._times_sorted = None
         collection_ids = [str(self.what.id), str(self.where.id)]
         for suffix in ("what", "where", *(("log",) if self.log is not None else ())):
