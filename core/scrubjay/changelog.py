@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
 import uuid
@@ -48,6 +49,10 @@ LOG_SKEW_S = 600.0
 #: An entry open this long belongs to a writer that died mid-write: read a last time, then
 #: applied (chosen: a batch write of 100,000 memories takes a few minutes).
 LOG_OPEN_MAX_S = 3_600.0
+#: The rows of an entry still open are read again at most this often (a write in progress
+#: lands in this time or reports done; a writer that died leaves its entry open for an hour,
+#: and each sync would otherwise read its rows again).
+LOG_OPEN_REREAD_S = 5.0
 #: Entries older than this are deleted; a reader whose last sync is older reloads its mirror.
 LOG_KEEP_S = 86_400.0
 #: Ids per entry (a write of more ids writes several entries).
@@ -65,7 +70,14 @@ class LogCursor:
     seen: dict[str, float] = field(default_factory=dict)
     """Entries applied (done, or expired while open), by id, with their time."""
     open: dict[str, float] = field(default_factory=dict)
-    """Entries found open: read again at each sync until done."""
+    """Entries found open: looked at again at each sync until done."""
+    read_at: dict[str, float] = field(default_factory=dict)
+    """When the rows of each open entry were last read (again after
+    :data:`LOG_OPEN_REREAD_S`)."""
+
+    def copy(self) -> LogCursor:
+        """An independent copy (to go back to when applying the changes failed)."""
+        return LogCursor(self.synced_at, dict(self.seen), dict(self.open), dict(self.read_at))
 
 
 class ChangeLog:
@@ -235,16 +247,23 @@ class ChangeLog:
         for eid, meta in zip(got["ids"], got.get("metadatas") or [], strict=False):
             meta = meta or {}
             t = float(meta.get("t", now))
+            settled = bool(meta.get("done")) or now - t > LOG_OPEN_MAX_S
+            if settled:
+                cursor.seen[eid] = t
+                cursor.read_at.pop(eid, None)
+            else:
+                still_open[eid] = t
+                if now - cursor.read_at.get(eid, -math.inf) < LOG_OPEN_REREAD_S:
+                    continue  # its rows were read a moment ago (a writer that died, or slow)
+                cursor.read_at[eid] = now
             try:
                 listed_ids = json.loads(meta.get("ids") or "[]")
             except (TypeError, ValueError):
                 listed_ids = []
             ids.update(i for i in listed_ids if isinstance(i, str))
-            if meta.get("done") or now - t > LOG_OPEN_MAX_S:
-                cursor.seen[eid] = t
-            else:
-                still_open[eid] = t
         cursor.open = still_open  # an open entry deleted meanwhile is gone
+        for eid in [e for e in cursor.read_at if e not in still_open]:
+            del cursor.read_at[eid]
         cursor.synced_at = now
         # an entry older than the next sync's window is not listed again: forget it
         with self._lock:

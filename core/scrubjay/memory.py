@@ -581,16 +581,13 @@ class ScrubJayMemory:
         cursor, log = self._log_cursor, self._store.log
         if cursor is None or log is None:
             return
-        before = (cursor.synced_at, dict(cursor.seen), dict(cursor.open))
+        before = cursor.copy()
         self._apply_changes(log.changes(cursor), before)
 
-    def _apply_changes(self, ids: set[str] | None,
-                       before: tuple[float, dict[str, float], dict[str, float]]) -> None:
+    def _apply_changes(self, ids: set[str] | None, before: LogCursor) -> None:
         """Apply what :meth:`ChangeLog.changes` returned (None: reload the mirror whole); when
         that fails, the cursor goes back to ``before`` (the changes are read again next
         time) and the error is raised."""
-        cursor = self._log_cursor
-        assert cursor is not None
         try:
             if ids is None:  # the log no longer reaches back to the last sync
                 self._graph = EpisodicGraph(self.config.graph)
@@ -600,7 +597,7 @@ class ScrubJayMemory:
             elif ids:
                 self._apply_rows(sorted(ids))
         except ScrubJayError:
-            cursor.synced_at, cursor.seen, cursor.open = before  # read them again next time
+            self._log_cursor = before  # the changes are read again next time
             raise
 
     def _apply_rows(self, ids: list[str]) -> None:
@@ -1466,7 +1463,7 @@ class ScrubJayMemory:
             # server mode with a mirror: the change log is read beside the search, which runs
             # again in the rare case that it brought changes (its request costs about what
             # the search's own does)
-            before = (cursor.synced_at, dict(cursor.seen), dict(cursor.open))
+            before = cursor.copy()
             later = self._worker("log").submit(log.changes, cursor)
             try:
                 hits = self._search(query, context, k, at, exclude_stale)

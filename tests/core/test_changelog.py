@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 from scrubjay import ScrubJayConfig, ScrubJayMemory, SearchConfig, StoreError
-from scrubjay.changelog import LOG_KEEP_S, LOG_OPEN_MAX_S, LOG_SKEW_S, ChangeLog
+from scrubjay.changelog import (
+    LOG_KEEP_S,
+    LOG_OPEN_MAX_S,
+    LOG_OPEN_REREAD_S,
+    LOG_SKEW_S,
+    ChangeLog,
+)
 from scrubjay.testing import FrozenClock, HashEmbedder
 
 T0 = 1_764_000_000.0
@@ -128,37 +134,25 @@ def test_a_writer_that_cannot_log_writes_nothing(
     assert len(writer) == 5 and len(mirrored) == 5
 
 
-def test_a_log_that_cannot_be_read_raises_and_its_changes_come_next_time(
+@pytest.mark.parametrize("part", ["log", "rows"])
+def test_a_log_or_rows_that_cannot_be_read_raise_and_come_again_next_time(
         open_memory: Callable[..., ScrubJayMemory], clock: FrozenClock,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    mirrored = open_memory(mirror=True)
-    writer = open_memory()
-    writer.add_many(_items(clock, "a", 8))
-    real_get = mirrored._store.log.col.get
-
-    def broken(**_: Any) -> Any:
-        raise RuntimeError("server gone")
-
-    monkeypatch.setattr(mirrored._store.log.col, "get", broken)
-    with pytest.raises(StoreError, match="change log"):
-        mirrored.search("topic 1")
-    monkeypatch.setattr(mirrored._store.log.col, "get", real_get)
-    assert len(mirrored) == 8
-
-
-def test_rows_that_cannot_be_read_leave_the_cursor_for_next_time(
-        open_memory: Callable[..., ScrubJayMemory], clock: FrozenClock,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, part: str) -> None:
     mirrored = open_memory(mirror=True)
     writer = open_memory()
     writer.add_many(_items(clock, "a", 8))
 
     def broken(*_: Any, **__: Any) -> Any:
-        raise StoreError("read failed")
+        raise (RuntimeError if part == "log" else StoreError)("server gone")
 
-    monkeypatch.setattr(mirrored._store, "get", broken)
-    with pytest.raises(StoreError):
-        len(mirrored)
+    if part == "log":  # a search reads it in a worker, beside its own work
+        monkeypatch.setattr(mirrored._store.log.col, "get", broken)
+        with pytest.raises(StoreError, match="change log"):
+            mirrored.search("topic 1")
+    else:
+        monkeypatch.setattr(mirrored._store, "get", broken)
+        with pytest.raises(StoreError):
+            len(mirrored)
     monkeypatch.undo()
     assert len(mirrored) == 8
 
@@ -213,6 +207,8 @@ def test_an_open_entry_is_read_again_until_it_is_done() -> None:
     cursor = reader.cursor()
     with writer.logged(["x", "y"]):
         assert reader.changes(cursor) == {"x", "y"}  # the write has not landed: again later
+        assert reader.changes(cursor) == set()  # ... but not at once: a dead writer's entry
+        clock.advance(LOG_OPEN_REREAD_S)           # would be read at every sync for an hour
         assert reader.changes(cursor) == {"x", "y"}
     writer.flush()  # the entry is marked done in the log's worker, after the write
     assert reader.changes(cursor) == {"x", "y"}  # done: read a last time
