@@ -132,9 +132,9 @@ class ChangeLog:
         """One entry for the writes of one operation (a server batch writes its rows, then
         their edges and its neighbours' edges): added listing ``ids`` (in a worker, while the
         operation reads; each write waits for it, :meth:`logged`), the writes inside add the
-        ids they change, and it is marked done once, listing them all, in the worker after
-        the operation (a reader may see it open a little longer, and reads those rows again).
-        Two requests per operation instead of two per write, off its critical path."""
+        ids they change, and it is marked done once, listing them all, when the operation
+        ends. Two requests per operation instead of two per write, the first beside its
+        reads."""
         with self._lock:
             if self._batch is not None:  # one operation at a time per store: a nested one
                 self._batch.update(dict.fromkeys(ids))  # joins the open entry
@@ -169,7 +169,7 @@ class ChangeLog:
                         if prune:
                             self._written = 0
                             self._forget_before(self._clock() - 2 * LOG_SKEW_S, self.mine)
-                    self._submit(self._close, entries, listed, prune)
+                    self._close(entries, listed, prune)
 
     def _submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run ``fn`` in this log's worker (one thread: the entries' requests keep their
