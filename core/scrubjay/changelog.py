@@ -19,6 +19,10 @@ reader's previous sync, and skips those it has applied. Entries older than :data
 are deleted now and then by the writers; a reader that has not synced for that long reloads its
 mirror whole.
 
+Storage schema 7 records that a namespace's writes are logged: a scrubjay from before the log
+refuses to open it once a newer one wrote there, so every writer logs (one that was open
+already writes unlogged until it reopens).
+
 A write pays two small requests (the entry's add and its update); a reader pays one read of
 entry ids per sync, plus one read of the new entries and one of the changed rows when there are
 any (docs/performance.md, item 38).

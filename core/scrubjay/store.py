@@ -116,11 +116,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+#: 7: a server namespace's writes feed its change log (:mod:`scrubjay.changelog`): an older
+#: scrubjay, which writes without it, refuses the namespace, so no write escapes a mirror;
 #: 6: an embedded store's creation time inside ``sj_row``'s perishability, no ``sj_t`` key;
 #: 5: an embedded store's adjacency in its edge file (:data:`EDGE_FILE`), not in Chroma;
 #: 4: perishability and text in one key, ``sj_row``; 3: the text in ``sj_text``, no
 #: document; 2: perishability packed in ``sj_perish``; 1: a key per field (all still read).
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _PAGE = 2_000
 _USER_PREFIX = "u_"
 #: Chroma names a vector-index folder after its segment's UUID.

@@ -300,3 +300,18 @@ def test_forget_namespace_drops_the_log(
     assert client.get_collection(name).count() > 0
     assert {r.id for r in mem} == {"b0", "b1", "b2"}
     assert len(open_memory(mirror=True)) == 3
+
+
+def test_a_logged_namespace_is_refused_by_a_scrubjay_that_does_not_log(
+        open_memory: Callable[..., ScrubJayMemory], clock: FrozenClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Schema 7: a scrubjay from before the change log (schema 6) cannot open the namespace
+    once this one wrote there, so its unlogged writes cannot escape the mirrors."""
+    from scrubjay import store
+
+    writer = open_memory()
+    writer.add_many(_items(clock, "a", 2))
+    assert writer._store.state()["sj_schema"] == 7
+    monkeypatch.setattr(store, "SCHEMA_VERSION", 6)
+    with pytest.raises(StoreError, match="newer scrubjay-mem"):
+        open_memory()
