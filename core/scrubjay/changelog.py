@@ -120,16 +120,19 @@ class ChangeLog:
                 if self._opened is None and batch:
                     self._opened = self._submit(self._open, list(batch))
                 opened = self._opened
-        if batch is None:
-            if not ids:
+        if batch is not None:
+            if opened is not None:
+                opened.result()  # the entry is there before the write (or StoreError)
+            yield
+        elif ids:
+            with self.batch(ids):
+                with self._lock:
+                    opened = self._opened
+                if opened is not None:
+                    opened.result()
                 yield
-                return
-            with self.batch(ids), self.logged(()):
-                yield
-            return
-        if opened is not None:
-            opened.result()  # the entry is there before the write (or StoreError)
-        yield
+        else:
+            yield
 
     @contextlib.contextmanager
     def batch(self, ids: Sequence[str]) -> Iterator[None]:
@@ -210,13 +213,8 @@ class ChangeLog:
         if prune:
             self.prune()
 
-    def flush(self) -> None:
-        """Wait until the entries' requests sent so far are done."""
-        if self._pool is not None:
-            self._pool.submit(lambda: None).result()
-
     def close(self) -> None:
-        """:meth:`flush`, then stop the worker."""
+        """Stop the worker (after the entry add it may be running)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None

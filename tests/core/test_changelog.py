@@ -210,7 +210,6 @@ def test_an_open_entry_is_read_again_until_it_is_done() -> None:
         assert reader.changes(cursor) == set()  # ... but not at once: a dead writer's entry
         clock.advance(LOG_OPEN_REREAD_S)           # would be read at every sync for an hour
         assert reader.changes(cursor) == {"x", "y"}
-    writer.flush()  # the entry is marked done in the log's worker, after the write
     assert reader.changes(cursor) == {"x", "y"}  # done: read a last time
     assert reader.changes(cursor) == set()
     assert writer.changes(writer.cursor()) == set()  # its own entries: applied as written
@@ -227,7 +226,6 @@ def test_a_batch_writes_one_entry_that_lists_every_write_inside_it() -> None:
         with writer.logged(["new1", "old7"]):  # their edges and a neighbour's
             pass
         assert len(col.rows) == 1
-    writer.flush()
     assert len(col.rows) == 1
     assert reader.changes(cursor) == {"new1", "new2", "old7"}
     assert reader.changes(cursor) == set()
@@ -253,7 +251,6 @@ def test_an_entry_stamped_before_the_last_sync_by_a_slower_clock_is_applied_once
     assert reader.changes(cursor) == set()
     with writer.logged(["late"]):
         pass
-    writer.flush()
     assert reader.changes(cursor) == {"late"}
     assert reader.changes(cursor) == set()
     clock.advance(3 * LOG_SKEW_S)  # the entry leaves the window and the cursor's memory
@@ -277,7 +274,6 @@ def test_expired_entries_are_pruned() -> None:
     clock.advance(LOG_KEEP_S + 1)
     with log.logged(["new"]):
         pass
-    log.flush()
     log.prune()
     assert [m["ids"] for m in col.rows.values()] == ['["new"]']
     cursor = log.cursor()
