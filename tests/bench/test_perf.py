@@ -42,6 +42,7 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
         assert math.isfinite(res["ingest"]["server"][name]["overhead"])
         for mode_rows in (res["ingest"], res["ingest"]["server"]):  # the graph's share
             assert math.isfinite(mode_rows[name]["overhead_without_graph"])
+            assert math.isfinite(mode_rows[name]["overhead_without_graph_vs_text_as_meta"])
             assert mode_rows[name]["without_graph_per_s"] > 0
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
         assert math.isfinite(res["ingest"]["server"][name]["overhead_with_mirror"])
