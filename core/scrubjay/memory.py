@@ -890,34 +890,21 @@ class ScrubJayMemory:
 
         # against a server, the batch's writes (its rows, their edges, its neighbours' edges,
         # a replaced memory's delete) share one change-log entry
-        saving: Future[None] | None = None
-        try:
-            with self._store.log_batch([p.id for p in items]):
-                labels, replaced, reads, early = self._classify_and_read(
-                    items, what, where, any(annotations),
-                    write_early if self._writes_unlinked() else None)
-                records = early[0] if early is not None else records_of(labels)
-                # a replaced memory goes before the batch is linked and written: if that
-                # fails, the old version is written back from this backup rather than lost
-                backup = self._store.backup(replaced) if replaced else None
-                try:
-                    stored = self._replace_and_write(records, replaced, what, where, reads,
-                                                     early[1] if early is not None else None)
-                except ScrubJayError:
-                    if backup is not None:
-                        self._restore_replaced(backup)
-                    raise
-                if self._newest_unsaved and not self._embedded:
-                    # the namespace's newest time (a hint, not part of the batch) is written
-                    # beside the log entry's done update, once the batch is stored
-                    saving = self._worker("write").submit(
-                        self._save_newest, "The batch is stored, but the namespace's state "
-                        "keeps its earlier newest time until a newer memory is added")
-        finally:
-            if saving is not None:
-                saving.result()  # it logs its own failure
-                self._newest_unsaved = False  # the next newer memory tries again, not close
-        return stored
+        with self._store.log_batch([p.id for p in items]):
+            labels, replaced, reads, early = self._classify_and_read(
+                items, what, where, any(annotations),
+                write_early if self._writes_unlinked() else None)
+            records = early[0] if early is not None else records_of(labels)
+            # a replaced memory goes before the batch is linked and written: if that fails,
+            # the old version is written back from this backup rather than lost
+            backup = self._store.backup(replaced) if replaced else None
+            try:
+                return self._replace_and_write(records, replaced, what, where, reads,
+                                               early[1] if early is not None else None)
+            except ScrubJayError:
+                if backup is not None:
+                    self._restore_replaced(backup)
+                raise
 
     def _writes_unlinked(self) -> bool:
         """Whether a batch's rows go to the store before their edges (a server's add is its
@@ -995,12 +982,15 @@ class ScrubJayMemory:
             self._refresh_wdeg(changed)
         newest = max(r.created_at_s for r in records)
         if newest > self._newest_t:
-            # embedded, one process holds the store, and its next open also reads the newest
-            # time off the rows: the state is written at close (a collection update per add
-            # cost about 3 ms of a 30 ms add); against a server, by the caller, beside the
-            # change log's done update
             self._newest_t = newest
-            self._newest_unsaved = True
+            if self._embedded:
+                # one process holds an embedded store, and its next open also reads the
+                # newest time off the rows: the state is written at close (a collection
+                # update per add cost about 3 ms of a 30 ms add)
+                self._newest_unsaved = True
+            else:
+                self._save_newest("The batch is stored, but the namespace's state keeps "
+                                  "its earlier newest time until a newer memory is added")
         return records
 
     def _drop_unlinked(self, unlinked: Future[None], ids: list[str]) -> None:
