@@ -25,7 +25,7 @@ def row(n, mode):
         if cells[0] == f"{n:,}" and cells[1] == mode:
             return cells
 emb, srv = row(100000, "embedded"), row(100000, "server")
-srv_m = row(100000, "server, with a mirror")  # since session 25 (the change log)
+srv_m = row(100000, "server, with a mirror")
 results = f"""## Results (output of the command above, on the final code)
 
 ![search latency against N, log-log](perf/perf.png)
@@ -66,7 +66,7 @@ def graph_points(rows):
 
 def no_graph(rows, key="overhead_without_graph"):
     """The memory without the graph, synthetic / bundled, over the issue's baseline or (``key``
-    ``overhead_without_graph_vs_text_as_meta``, since session 26) over the add that keeps the
+    ``overhead_without_graph_vs_text_as_meta``) over the add that keeps the
     text as metadata ("-": an older run lacks the figure)."""
     got = [rows[k].get(key) for k in ("synthetic", "bundled")]
     return " / ".join("-" if x is None else f"{100 * x:+.0f}%" for x in got)

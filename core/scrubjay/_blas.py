@@ -4,7 +4,8 @@ The matrix products of an ``add_many`` (the batch's similarity blocks, the estim
 enough for OpenBLAS to hand half of each to a second thread, and that thread then spins for its
 next piece of work: in a 10k ingest it burned about 1.7 CPU-seconds per 10k memories that the
 process's other threads (Chroma's write, the HTTP reads of a server's rows) and a Chroma server
-on the same machine needed (``docs/performance.md``, item 36). So :func:`one_blas_thread` holds
+on the same machine needed (measured with psutil's per-thread CPU times over a server
+ingest of 10,000 memories). So :func:`one_blas_thread` holds
 BLAS to one thread for the duration of a batch, as scikit-learn's ``KMeans`` does around its
 own loops, and gives the process its previous thread count back after.
 

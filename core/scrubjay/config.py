@@ -382,8 +382,9 @@ class SearchConfig:
     the whole namespace at open and links and scores in this process; the namespace's change
     log (:mod:`scrubjay.changelog`), which every process's writes feed, keeps it current with
     the other processes' writes: each operation first applies those made since the last one
-    (docs/performance.md, item 38: a batch's ingest then costs about what an embedded one
-    does, where without a mirror it queries the server for every new memory's neighbours)."""
+    (a batch's ingest then costs about what an embedded one does, where without a mirror it
+    queries the server for every new memory's neighbours, about 0.2 ms each whatever the
+    store holds)."""
     scan_max: int | None = 20_000
     """Mirrors of at most this many memories are scanned exactly, by relevance searches and
     when linking new memories; larger ones take candidates from Chroma's HNSW index (what,

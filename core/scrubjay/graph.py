@@ -48,7 +48,8 @@ __all__ = [
 #: characters; rounded, ``repr`` takes at most 9, and an edge's entry shrinks by about 20
 #: bytes a number (from about 90 to about 70 with uuid ids, when two of the components are 0).
 #: A server-mode batch rewrites the adjacency of its new memories and of hundreds of older
-#: ones, and reads its candidates' adjacency (docs/performance.md, item 37).
+#: ones, and reads its candidates' adjacency; Chroma charges for the metadata strings it
+#: takes out of and puts into its index.
 EDGE_DECIMALS = 7
 
 

@@ -346,7 +346,7 @@ def _cut_unreachable(found: list[list[str]], sims: list[list[float]], lo: int,
     candidate weighs at least its own ``w_T e_T`` (the thresholds are not negative), so when
     ``4 * max_neighbors`` of them are nearer in time than that gap, with a margin over the
     edges' rounding, the candidate is cut. A bundled-embedder batch's what-candidates are
-    mostly such (its texts rarely pass theta_S; docs/performance.md, item 37). Only an item
+    mostly such (its texts rarely pass theta_S), so most of their rows need no read. Only an item
     in ``cuttable`` (a what-vector, no where-vector) is looked at; its earlier items within
     ``8 * max_neighbors`` places before it count (a batch in time order has its nearest there).
     """

@@ -85,7 +85,7 @@ def parse_classification(reply: str, cfg: ClassifierConfig) -> Perishability:
 #: text). The estimator scores sparsely, so a call's temporaries are small (about 13 MB of
 #: gathered weight rows per 2,048 memories), and each call has a fixed cost (a tokenizer
 #: call, a scan per cue pattern): a batch of 10,000 is classified in 0.98 s with 2,048, 1.23
-#: s with 256 (``python`` timing of ``classify_many``, session 12).
+#: s with 256 (``python`` timing of ``classify_many``).
 ESTIMATE_CHUNK = 2048
 
 

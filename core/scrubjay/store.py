@@ -133,18 +133,18 @@ _WRITE_BATCH = 1_000
 #: Records per add, upsert, delete or metadata update, within the client's limit (chosen: one
 #: request per 5,000 records took half the time of five of 1,000 in the RCI benchmark; an
 #: add of 2,000 rows in one call took up to 0.8 s per 10,000 rows less than two calls of 1,000,
-#: about 0.2 s on average, docs/performance.md item 27; an embedded Chroma 1.5 accepts at most
+#: about 0.2 s on average; an embedded Chroma 1.5 accepts at most
 #: 5,461 per call).
 _UPDATE_BATCH = 5_000
 #: The vector index's ``sync_threshold``: Chroma's default, 1,000, set explicitly. Chroma
 #: persists its index every that many log records (metadata updates count too); until then
 #: each write is handed the records logged since the last persist again (and skips them), so
 #: a write costs more the longer the wait. A lower threshold makes one ``add`` cheaper
-#: (docs/performance.md, item 20: p50 29-41 ms with 250 against 53-59 ms after a 10,000-memory
-#: bulk load) but persists four times as often, and Chroma's persist is not atomic: a process
-#: killed during one can leave the index's ``index_metadata.pickle`` empty, and the store then
-#: fails to open. With 250 the crash test (SIGKILLs of a writer) hit that in 2 of 9 runs in
-#: session 12 (20 to 60 kills each); hence back to 1,000 (item 22).
+#: (p50 29-41 ms with 250 against 53-59 ms after a 10,000-memory bulk load) but persists four
+#: times as often, and Chroma's persist is not atomic: a process killed during one can leave
+#: the index's ``index_metadata.pickle`` empty, and the store then fails to open. With 250 the
+#: crash test (SIGKILLs of a writer) hit that in 2 of 9 runs (20 to 60 kills each); hence
+#: Chroma's 1,000, which a kill lands in four times less often.
 SYNC_THRESHOLD = 1_000
 #: Ids per read by id (chosen: SQLite, under both the embedded and the server Chroma, refuses
 #: a statement with more than 32,766 variables: "too many SQL variables" for 40,000 ids).
@@ -484,7 +484,7 @@ def user_filter_keys(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _set_sync_threshold(col: Any) -> None:
-    """Give a collection made with another threshold (session 11's code made them with 250;
+    """Give a collection made with another threshold (an earlier version made them with 250;
     ``get_or_create_collection`` keeps an existing collection's configuration) the
     :data:`SYNC_THRESHOLD`. Chroma reads it when it loads the index, so it applies from this
     process's first read or write of the collection (a server's already loaded index: from
@@ -516,8 +516,8 @@ class _EdgeFile:
 
     Why not in Chroma: its embedded write costs per metadata key and per byte, and the
     adjacency is the largest key, rewritten whenever a memory gains or loses an edge (replays
-    of the ingest benchmark's 10,000 rows: 6.2-6.4 s with ``sj_edges``, 4.7-5.0 s without;
-    docs/performance.md, item 26). One transaction here writes a batch's adjacency (the new
+    of the ingest benchmark's 10,000 rows: 6.2-6.4 s with ``sj_edges``, 4.7-5.0 s without,
+    in one embedded Chroma). One transaction here writes a batch's adjacency (the new
     memories' and that of the older ones whose edges changed) after Chroma took its rows, so
     a crash between the two leaves the new memories without edges and every older memory
     with the edges it had, consistently. The folder's lock keeps it to one process; a

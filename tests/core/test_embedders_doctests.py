@@ -128,8 +128,9 @@ def test_each_distinct_text_reaches_the_model_once(clock) -> None:
 
 def test_bundled_model_gives_wordllamas_own_vectors_without_its_padded_batches(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The bundled embedder pools the token rows itself (grouped by token count, item 21 of
-    docs/performance.md) instead of calling ``WordLlamaInference.embed``: the same floats,
+    """The bundled embedder pools the token rows itself (grouped by token count, about three
+    times faster than wordllama's padded batches) instead of calling
+    ``WordLlamaInference.embed``: the same floats,
     for sentences, non-ASCII text, punctuation only, and texts longer than one gather."""
     from scrubjay import embedding
 

@@ -970,8 +970,9 @@ class _CountingAdds:
 
 
 def test_a_batch_within_the_clients_limit_is_one_chroma_add(memory_factory) -> None:
-    """Chroma's add costs less in one call than in several of the same rows (docs/
-    performance.md, item 27): a batch goes in calls of up to 5,000 rows, within the limit
+    """Chroma's add costs less in one call than in several of the same rows (2,000 rows in one
+    call took about 0.2 s per 10,000 less than two calls of 1,000): a batch goes in calls of up
+    to 5,000 rows, within the limit
     the client reports."""
     mem = memory_factory()
     counting = _CountingAdds(mem._store.what)

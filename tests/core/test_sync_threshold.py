@@ -1,12 +1,12 @@
 """The vector index's ``sync_threshold``: scrubjay's collections flush Chroma's index every
 ``SYNC_THRESHOLD`` log records, set explicitly, in both modes; a store made with another
-threshold (session 11's code used 250) keeps its memories and gets this one when opened."""
+threshold (an earlier version used 250) keeps its memories and gets this one when opened."""
 
 from __future__ import annotations
 
 from scrubjay.store import SYNC_THRESHOLD
 
-OTHER = 250 if SYNC_THRESHOLD != 250 else 1_000  # what session 11's code set
+OTHER = 250 if SYNC_THRESHOLD != 250 else 1_000  # what an earlier version set
 
 
 def _thresholds(mem) -> list[int]:

@@ -1,4 +1,4 @@
-"""Concurrency (issue 7, item 2).
+"""Concurrency.
 
 * One process, ``SCRUBJAY_THREADS`` (default 8) threads mixing add / add_many / search /
   integrate / delete / get on one embedded store: no exception, no lost acknowledged write, the

@@ -1,4 +1,4 @@
-"""Crash safety (issue 7, item 1): SIGKILL a writer at random points, reopen, check.
+"""Crash safety: SIGKILL a writer at random points, reopen, check.
 
 A child process (``_crash_child.py``) adds memories one by one, in ``add_many`` batches, through
 ``integrate`` (RCI updates of the related memories, then the new memory) and deletes some, on an

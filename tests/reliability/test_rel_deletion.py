@@ -1,4 +1,4 @@
-"""Deletion leaves nothing behind (issue 7, item 5), and scrubjay never logs memory text.
+"""Deletion leaves nothing behind, and scrubjay never logs memory text.
 
 After ``delete(id)`` the text must be gone from Chroma (both collections), the graph, the
 prospective buffer, Chroma's write-ahead log, and — after ``purge()`` — from every byte of every

@@ -1,4 +1,4 @@
-"""Hostile and malformed input (issue 7, item 3).
+"""Hostile and malformed input.
 
 * Hypothesis drives the public API (text, context, at, k, metadata, namespace, ids) with any
   Python values: a call either works (and what it stored reads back intact) or raises a

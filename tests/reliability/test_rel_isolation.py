@@ -1,4 +1,4 @@
-"""Namespace isolation under a randomised workload (issue 7, item 4).
+"""Namespace isolation under a randomised workload.
 
 Several users share one embedded store folder and one vocabulary (so any leak would show up as
 a hit). Adds, deletes and queries are interleaved at random; every answer of the core API, the

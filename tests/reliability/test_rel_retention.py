@@ -1,4 +1,4 @@
-"""Retention (issue 7, item 6): a protected memory is never removed by consolidation.
+"""Retention: a protected memory is never removed by consolidation.
 
 Whatever its utility (RCI driven its value to 0, it is ephemeral and decades old, it has no
 graph neighbours), a memory with ``metadata={"protected": True}`` or a label in
