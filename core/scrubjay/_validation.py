@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .errors import InvalidInputError, InvalidNamespaceError
+from .types import MemoryRecord, Perishability
 
-__all__ = ["check_k", "check_metadata", "check_namespace", "check_text", "to_epoch_s"]
+__all__ = ["PreparedItem", "check_k", "check_metadata", "check_namespace", "check_not_future",
+           "check_text", "prepare_items", "to_epoch_s"]
 
 #: Longest text accepted for a memory, a query or a context, in characters (chosen: about
 #: 25 pages; an agent memory is a sentence or a paragraph, and a megabyte of text is a bug).
@@ -153,3 +157,80 @@ def check_namespace(value: Any, owner: str) -> str:
             f"'_' or '-', starting with a letter or digit. Got {value!r} instead."
         )
     return value
+
+
+#: A memory may be dated at most this far after the memory's clock (chosen: clock skew between
+#: an agent and its host; anything later is almost surely a unit error, e.g. milliseconds).
+MAX_FUTURE_SKEW_S = 300.0
+
+
+@dataclass(slots=True)
+class PreparedItem:
+    """A validated item of ``add_many``."""
+
+    text: str
+    context: str
+    at_s: float
+    metadata: dict[str, Any]
+    id: str
+    id_given: bool
+    """The caller chose the id (it may be stored already); else a fresh uuid4 (it is not)."""
+
+    def record(self, perishability: Perishability, annotation: str,
+               value: float) -> MemoryRecord:
+        """The item's record, once classified."""
+        return MemoryRecord(id=self.id, text=self.text, context=self.context,
+                            label=perishability.label, pi=float(perishability.pi),
+                            tau_s=float(perishability.tau_s), value=value,
+                            created_at_s=float(self.at_s), metadata=self.metadata,
+                            annotation=annotation, source=perishability.source)
+
+
+def check_not_future(at_s: float, now: float, owner: str) -> None:
+    """Refuse a memory time more than :data:`MAX_FUTURE_SKEW_S` after the memory's clock."""
+    if at_s > now + MAX_FUTURE_SKEW_S:
+        raise InvalidInputError(
+            f"The 'at' parameter of {owner} must not be in the future (more than "
+            f"{MAX_FUTURE_SKEW_S:g} s after the memory's clock). Got {at_s!r}, the clock "
+            f"says {now!r}; pass epoch seconds (not milliseconds) or set clock=.")
+
+
+def prepare_items(items: Iterable[str | Mapping[str, Any]], now: float,
+              owner: str) -> list[PreparedItem]:
+    """Validate the items of an ``add_many`` batch: every item before anything is written."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise InvalidInputError("The 'items' parameter of ScrubJayMemory.add_many must be an "
+                                f"iterable of texts or mappings. Got {type(items).__name__} "
+                                "instead.")
+    out: list[PreparedItem] = []
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, str):
+            item = {"text": item}
+        if not isinstance(item, Mapping):
+            raise InvalidInputError("Each item of ScrubJayMemory.add_many must be a str or a "
+                                    f"mapping. Got {type(item).__name__} instead.")
+        unknown = set(item) - {"text", "context", "at", "metadata", "id"}
+        if unknown:
+            raise InvalidInputError(f"Unknown keys {sorted(unknown)} in an item of "
+                                    "ScrubJayMemory.add_many; allowed: text, context, at, "
+                                    "metadata, id.")
+        text = check_text(item.get("text"), "text", owner)
+        context = check_text(item.get("context") or "", "context", owner, allow_empty=True)
+        at = item.get("at")
+        at_s = now if at is None else to_epoch_s(at, owner)
+        check_not_future(at_s, now, owner)
+        metadata = check_metadata(item.get("metadata"), owner)
+        mid = item.get("id")
+        given = mid is not None
+        if not given:
+            mid = uuid.uuid4().hex
+        elif not isinstance(mid, str) or not mid.strip() or len(mid) > 256:
+            raise InvalidInputError(f"The 'id' of an item of {owner} must be a non-empty str "
+                                    f"of at most 256 characters. Got {mid!r} instead.")
+        if mid in seen:
+            raise InvalidInputError(f"The id {mid!r} occurs twice in one add_many batch.")
+        seen.add(mid)
+        out.append(PreparedItem(text=text, context=context, at_s=at_s, metadata=metadata,
+                             id=mid, id_given=given))
+    return out

@@ -13,6 +13,7 @@ from it, otherwise from the full store (expected cost ``K + (1 - P_hit) N``, Pro
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -69,6 +70,19 @@ class BufferState:
     context: str
     prepared_at_s: float
     ids: tuple[str, ...]
+
+    def dumps(self) -> str:
+        """The state as stored in the namespace's collection metadata (JSON)."""
+        return json.dumps({"task": self.task, "context": self.context, "at": self.prepared_at_s,
+                           "ids": list(self.ids)})
+
+    @classmethod
+    def loads(cls, payload: str) -> BufferState:
+        """The inverse of :meth:`dumps`; ``ValueError`` (or ``KeyError``, ``TypeError``) when
+        the payload is unreadable."""
+        b = json.loads(payload)
+        return cls(task=b["task"], context=b["context"], prepared_at_s=float(b["at"]),
+                   ids=tuple(b["ids"]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

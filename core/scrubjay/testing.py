@@ -136,7 +136,7 @@ def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | 
     ``with`` block; yields ``(host, port)``. Its output goes to ``log`` (default: a file
     beside ``folder``); a server that does not answer within ``timeout_s`` raises
     ``RuntimeError`` with the log's tail."""
-    import chromadb
+    from .clients import http_client
 
     folder = Path(folder)
     with socket.socket() as s:
@@ -152,7 +152,7 @@ def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | 
         deadline = time.time() + timeout_s
         while True:
             try:
-                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                http_client("127.0.0.1", port).heartbeat()
                 break
             except Exception:  # noqa: BLE001 - any error of a server still starting
                 if proc.poll() is not None or time.time() > deadline:

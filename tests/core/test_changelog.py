@@ -163,11 +163,11 @@ def test_a_mirror_that_fell_behind_the_log_reloads_whole(
     mirrored = open_memory(mirror=True)
     writer = open_memory()
     writer.add_many(_items(clock, "a", 6))
-    assert mirrored._log_cursor is not None
-    mirrored._log_cursor.synced_at -= LOG_KEEP_S
+    assert mirrored._backend._log_cursor is not None
+    mirrored._backend._log_cursor.synced_at -= LOG_KEEP_S
     loads: list[int] = []
-    real = mirrored._load_mirror
-    monkeypatch.setattr(mirrored, "_load_mirror", lambda: (loads.append(1), real())[1])
+    real = mirrored._backend._load_mirror
+    monkeypatch.setattr(mirrored._backend, "_load_mirror", lambda: (loads.append(1), real())[1])
     assert len(mirrored) == 6
     assert loads == [1]
     assert _edges(mirrored) == _edges(open_memory(mirror=True))

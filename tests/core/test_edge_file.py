@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 from scrubjay import ScrubJayMemory, StoreError
+from scrubjay.edgefile import EDGE_FILE, EdgeFile
 from scrubjay.snapshot import snapshot_path
-from scrubjay.store import EDGE_FILE, SCHEMA_VERSION, _EdgeFile
+from scrubjay.store import SCHEMA_VERSION
 
 T0 = 1_764_000_000.0  # the fixtures' frozen clock (tests/conftest.py)
 
@@ -135,7 +136,7 @@ def test_a_failed_edge_write_loses_no_stored_edge_and_leaves_both_ends_alike(
         raise self._error("write (injected)", sqlite3.OperationalError("disk I/O error"))
 
     with monkeypatch.context() as m:
-        m.setattr(_EdgeFile, "write", broken)
+        m.setattr(EdgeFile, "write", broken)
         with pytest.raises(StoreError, match="edge file"):
             mem.add_many(items[20:])
     assert _adjacency(mem) == before  # the in-memory graph rolled back to what is stored
@@ -159,7 +160,7 @@ def test_a_failed_open_leaves_the_folders_other_stores_working(
         raise StoreError("injected: cannot open the edge file")
 
     with monkeypatch.context() as m:
-        m.setattr(_EdgeFile, "__init__", broken)
+        m.setattr(EdgeFile, "__init__", broken)
         with pytest.raises(StoreError, match="injected"):
             _open(tmp_path, clock, embedder, namespace="second")
     mem.add("the meeting room on floor 2 note 5", at=T0)  # the shared client still open
@@ -198,12 +199,12 @@ def test_a_failed_delete_leaves_the_graph_and_mirror_as_a_reopen_reads_them(
 
     with monkeypatch.context() as m:
         if fails == "edge file":
-            m.setattr(_EdgeFile, "write", broken)
+            m.setattr(EdgeFile, "write", broken)
         else:
             m.setattr(mem._store, "what", _FailingDelete(mem._store.what))
         with pytest.raises(StoreError):
             mem.delete(victim)
-    seen, ids = _adjacency(mem), set(mem._mirror.row_of)
+    seen, ids = _adjacency(mem), set(mem._backend._mirror.row_of)
     assert mem.get(victim).id == victim  # its rows are still stored
     if fails == "edge file":  # nothing landed: as before
         assert seen == before
@@ -211,9 +212,9 @@ def test_a_failed_delete_leaves_the_graph_and_mirror_as_a_reopen_reads_them(
         assert not seen.get(victim) and _symmetric(seen)
     mem.close()
     again = _reopen_cold(tmp_path, clock, embedder)
-    assert _adjacency(again) == seen and set(again._mirror.row_of) == ids
+    assert _adjacency(again) == seen and set(again._backend._mirror.row_of) == ids
     again.delete(victim)  # and the delete goes through once the store works
-    assert victim not in again._mirror.row_of and victim not in _adjacency(again)
+    assert victim not in again._backend._mirror.row_of and victim not in _adjacency(again)
     again.close()
 
 

@@ -82,7 +82,7 @@ def test_hnsw_path_equals_the_exact_scan_before_and_after_rci(tmp_path: Path) ->
                                          rci=RCIConfig(eta_what=0.03, theta=0.3)))
     for q in range(3):
         assert writer.integrate(f"q{q}", store=False).affected
-    assert float(writer._mirror.drift[: len(writer)].max()) > 0.0
+    assert float(writer._backend._mirror.drift[: len(writer)].max()) > 0.0
     writer.close()
     queried.clear()
     compare()

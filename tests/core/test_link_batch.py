@@ -227,7 +227,7 @@ def test_strongest_columns_are_those_of_a_full_selection(monkeypatch: pytest.Mon
 def test_rank_orders_by_weight_then_id_with_no_candidate_last(seed: int) -> None:
     """The batch's candidate order: what ``np.lexsort`` by ``(-e, id)`` gives, on rows with
     ties between finite weights (few values, so that many tie) and rows without."""
-    from scrubjay.memory import _rank
+    from scrubjay.linking import rank_columns as _rank
 
     rng = np.random.default_rng(seed)
     e = rng.choice([0.2, 0.3, 0.45, -np.inf], size=(40, 12)) if seed % 2 \

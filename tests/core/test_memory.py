@@ -25,7 +25,9 @@ from scrubjay import (
     SearchConfig,
     StoreLockedError,
 )
+from scrubjay.backends.mirrored import MirroredBackend
 from scrubjay.decay import utility
+from scrubjay.ranking import Query
 from scrubjay.scoring import adaptive_weights
 from scrubjay.snapshot import snapshot_path
 from scrubjay.testing import HashEmbedder
@@ -87,7 +89,7 @@ def _reference_scores(mem: ScrubJayMemory, query: str, context: str, t_q: float)
     """Eq. 5-8 computed naively in Python from the mirror and the networkx graph."""
     emb = mem.embedder
     e_q, c_q = emb.embed([query])[0], emb.embed([context])[0]
-    view = mem._mirror.view()
+    view = mem._backend._mirror.view()
     newest = max(r.created_at_s for r in view.records)
     w = adaptive_weights(query, float(np.linalg.norm(e_q)), float(np.linalg.norm(c_q)),
                          t_q - newest, mem.config.weights)
@@ -320,7 +322,7 @@ def test_consolidation_keeps_hubs_and_protected(memory_factory, clock) -> None:
     # an ephemeral memory created beside a durable one is a hub (temporal edge): it survives
     hub = mem.add("the user is waiting at gate 4 right now")
     anchor = mem.add("the user's passport number ends in 4471")
-    assert mem.graph.neighbors(hub.id) if mem._use_mirror else True
+    assert mem.graph.neighbors(hub.id) if isinstance(mem._backend, MirroredBackend) else True
     removed = mem.consolidate(at=clock() + 30 * DAY)
     assert removed == [eph.id]
     assert {r.id for r in mem} == {prot.id, proc.id, fact.id, hub.id, anchor.id}
@@ -336,7 +338,7 @@ def test_delete_removes_from_graph_buffer_and_chroma(memory_factory, clock) -> N
     assert a.id not in mem.buffer.ids
     assert mem._store.get([a.id]) == []
     assert mem._store.where.get(ids=[a.id])["ids"] == []
-    if mem._use_mirror:
+    if isinstance(mem._backend, MirroredBackend):
         assert a.id not in mem.graph
     stored_edges = json.loads(mem._store.get([b.id])[0].meta["sj_edges"])
     assert all(e[0] != a.id for e in stored_edges)
@@ -534,11 +536,12 @@ def test_buffered_hits_equal_the_full_ranking_of_the_buffered_rows(tmp_path, clo
     def check(query: str, context: str, k: int) -> None:
         hits = mem.search(query, context=context, k=k)
         assert hits and all(h.from_buffer for h in hits)
-        rows = mem._mirror.view().take([mem._mirror.row_of[i] for i in mem.buffer.ids])
+        mirror = mem._backend._mirror
+        rows = mirror.view().take([mirror.row_of[i] for i in mem.buffer.ids])
         e_q = mem._embed([query], query=True)[0]
         c_q = mem._embed([context], query=True)[0]
-        ref = mem._rank(rows, e_q, c_q, np.array(hits[0].weights), k, clock(),
-                        exhaustive=False, from_buffer=True)
+        ref = mem._backend.rank(rows, Query(e_q=e_q, c_q=c_q, weights=np.array(hits[0].weights),
+                                            k=k, t_q=clock()), from_buffer=True)
         assert [h.id for h in hits] == [h.id for h in ref]
         for h, r in zip(hits, ref):  # the same arithmetic: the same floats, not just close
             assert h == r
@@ -705,7 +708,7 @@ def _reopen_cold(memory_factory, mem):
 
 def _graph_view(mem, ids) -> dict[str, list[str]]:
     """Each memory's neighbours, as the open memory's graph and as its store list them."""
-    return {i: [sorted(j for j, _ in mem._graph.neighbors(i)) if mem._use_mirror else None,
+    return {i: [sorted(j for j, _ in mem._backend.graph.neighbors(i)) if isinstance(mem._backend, MirroredBackend) else None,
                 sorted(e[0] for e in json.loads(_adjacency(mem, i)))] for i in ids}
 
 
@@ -1018,7 +1021,7 @@ def test_perishability_is_one_packed_key_and_schema_1_rows_still_read(memory_fac
     assert not {"sj_label", "sj_pi", "sj_tau", "sj_value", "sj_src"} & set(raw)
     packed = json.loads(_row_parts(raw)[0])
     # schema 6: an embedded store's time is in the payload, a server's row keeps its key
-    assert packed.pop("t", None) == (rec.created_at_s if mem._embedded else None)
+    assert packed.pop("t", None) == (rec.created_at_s if not mem._backend.server else None)
     assert packed == {"label": rec.label, "pi": rec.pi, "tau": rec.tau_s, "value": rec.value,
                       "source": rec.source}
     # a memory as schema 1 wrote it, beside
@@ -1142,8 +1145,8 @@ def test_stored_edges_keep_seven_decimals_and_read_back_as_linked(memory_factory
     numbers = [x for edges in stored.values() for e in edges for x in e[1:]]
     assert len(numbers) > 100 and any(0 < x < 1 and x not in (0.3, 0.4) for x in numbers)
     assert all(round(x, EDGE_DECIMALS) == x and len(repr(float(x))) <= 9 for x in numbers)
-    if mem._use_mirror:  # the graph in memory holds what was stored
+    if isinstance(mem._backend, MirroredBackend):  # the graph in memory holds what was stored
         held = {i: [[j, *(float(d[k]) for k in ("weight", "semantic", "contextual",
                                                   "temporal"))]
-                    for j, d in sorted(mem._graph.g._adj[i].items())] for i in stored}
+                    for j, d in sorted(mem._backend.graph.g._adj[i].items())] for i in stored}
         assert held == stored

@@ -254,11 +254,11 @@ def test_rci_keeps_index_drift_bounded_and_persists_exact_vectors(tmp_path, cloc
         clock.advance(minutes=5)
         rep = mem.integrate("event", store=False)
         assert sorted(rep.affected_ids) == sorted(ids)  # never "far away"
-        row_of = mem._mirror.row_of
+        row_of = mem._backend._mirror.row_of
         indexed = _indexed(mem, ids)
         for mid in ids:
-            exact = mem._mirror.view().what[row_of[mid]]
-            drift = float(mem._mirror.drift[row_of[mid]])
+            exact = mem._backend._mirror.view().what[row_of[mid]]
+            drift = float(mem._backend._mirror.drift[row_of[mid]])
             cos = float(exact @ indexed[mid]) / float(np.linalg.norm(indexed[mid]))
             angle = float(np.arccos(np.clip(cos, -1.0, 1.0)))
             assert drift <= INDEX_DRIFT_MAX_RAD
@@ -270,17 +270,17 @@ def test_rci_keeps_index_drift_bounded_and_persists_exact_vectors(tmp_path, cloc
                 assert angle > 1e-3  # moved, and its index embedding was not rewritten
                 deferred += 1
     assert deferred and reindexed  # both the metadata-only write and the re-index happened
-    view = mem._mirror.view()
-    before = {it["id"]: (mem.get(it["id"]), view.what[mem._mirror.row_of[it["id"]]].copy(),
-                         float(mem._mirror.drift[mem._mirror.row_of[it["id"]]]))
+    view = mem._backend._mirror.view()
+    before = {it["id"]: (mem.get(it["id"]), view.what[mem._backend._mirror.row_of[it["id"]]].copy(),
+                         float(mem._backend._mirror.drift[mem._backend._mirror.row_of[it["id"]]]))
               for it in items}
     mem.close()
     again = ScrubJayMemory(path=tmp_path / "s", embedder=emb, clock=clock)
     for mid, (rec, what, drift) in before.items():
-        row = again._mirror.row_of[mid]
+        row = again._backend._mirror.row_of[mid]
         assert again.get(mid) == rec
-        assert np.array_equal(again._mirror.view().what[row], what)  # exact, not the index's
-        assert float(again._mirror.drift[row]) == drift
+        assert np.array_equal(again._backend._mirror.view().what[row], what)  # exact, not the index's
+        assert float(again._backend._mirror.drift[row]) == drift
     again.close()
 
 

@@ -385,9 +385,9 @@ def test_an_upward_read_that_meets_more_memories_than_a_read_holds_reads_the_ran
     """A process that has neither read nor written yet takes every time for the newest; when
     its upward read stops at the read limit (newer memories, written by another process),
     the range is read again between two bounds, and the candidates are still the nearest."""
-    import scrubjay.store as store_module
+    import scrubjay.timeread as timeread_module
 
-    monkeypatch.setattr(store_module, "TIME_READ_MAX", 100)
+    monkeypatch.setattr(timeread_module, "TIME_READ_MAX", 100)
     horizon, n = temporal_horizon_s(GraphConfig()), 8
     writer = _memory(chroma_server, {"": np.zeros(DIM, np.float32)})
     host, port = chroma_server
@@ -499,7 +499,7 @@ def test_pages_are_queried_two_at_once_and_their_rows_read_while_the_next_are(
     run beside the queries. The graph is the one that the batch queried in one page gets."""
     import threading
 
-    import scrubjay.memory as memory_module
+    import scrubjay.backends.server as memory_module
 
     rng = np.random.default_rng(12)
     lut = {"": np.zeros(DIM, np.float32)}
@@ -570,7 +570,7 @@ def test_a_pages_candidate_read_that_fails_stores_nothing(
     """A read of a page's candidate rows that fails in the worker fails the batch with the
     package's error after every request it started has ended: nothing of the batch is
     stored, and the same batch goes in afterwards."""
-    import scrubjay.memory as memory_module
+    import scrubjay.backends.server as memory_module
     from scrubjay.errors import StoreError
 
     lut, items = _notes(13, 12, 60.0)
@@ -631,7 +631,7 @@ def test_a_batchs_rows_are_written_while_it_is_linked(chroma_server) -> None:
         writing = threading.Event()
         waited: list[bool] = []
         store = mem._store
-        add_unlinked, link = getattr(store, "add_unlinked", None), mem._link
+        add_unlinked, link = getattr(store, "add_unlinked", None), mem._backend._link
 
         def add_rows(*args: Any, **kwargs: Any) -> Any:
             writing.set()
@@ -643,7 +643,7 @@ def test_a_batchs_rows_are_written_while_it_is_linked(chroma_server) -> None:
             return link(*args, **kwargs)
 
         store.add_unlinked = add_rows  # type: ignore[attr-defined]
-        mem._link = linking  # type: ignore[method-assign]
+        mem._backend._link = linking  # type: ignore[method-assign]
         mem.add_many(second)
         assert waited == [True]
         for item in first + second:  # both ends list every edge
@@ -690,15 +690,15 @@ def test_a_batch_whose_linking_fails_after_its_rows_went_leaves_nothing(
 
     mem, (_, second) = _stored_then(chroma_server, 16, 5, 4)
     try:
-        link = mem._link
+        link = mem._backend._link
 
         def failing(*args: Any, **kwargs: Any) -> Any:
             raise StoreError("a read of the candidates failed")
 
-        mem._link = failing  # type: ignore[method-assign]
+        mem._backend._link = failing  # type: ignore[method-assign]
         with pytest.raises(StoreError, match="candidates failed"):
             mem.add_many(second)
-        mem._link = link  # type: ignore[method-assign]
+        mem._backend._link = link  # type: ignore[method-assign]
         assert len(mem) == 5 and not any(item["id"] in mem for item in second)
         assert not mem._store.existing([item["id"] for item in second])
         mem.add_many(second)
@@ -757,7 +757,7 @@ def test_a_batchs_candidates_weigh_the_similarities_their_queries_gave(
     """The rows of a page's candidates are read without their what-vectors (a quarter of the
     bytes): their similarities come with the query. Only candidates that an item found by
     where or by time alone are read with them. Every edge weighs what the vectors give."""
-    import scrubjay.memory as memory_module
+    import scrubjay.backends.server as memory_module
 
     rng = np.random.default_rng(16)
     lut = {"": np.zeros(DIM, np.float32)}
@@ -817,7 +817,7 @@ def test_a_memory_rci_moved_weighs_its_exact_vector_not_its_index_one(
     """A memory RCI moved keeps its exact what-vector in its metadata and its old one in the
     index, so a query's similarity to it is off: a new memory is weighed against the exact
     vector (read with the row), in a page's read and in the final one alike."""
-    import scrubjay.memory as memory_module
+    import scrubjay.backends.server as memory_module
 
     rng = np.random.default_rng(17)
     a = _unit(rng.standard_normal(DIM)).astype(np.float64)
@@ -883,7 +883,7 @@ def _twin_batches(chroma_server, monkeypatch: pytest.MonkeyPatch, cut: bool
     near-duplicate of a stored one (a semantic edge). Returns every row's adjacency, the rows
     the batch read, and the ids of its candidates' rows; ``cut=False`` reads every
     candidate's row (the cut left out)."""
-    import scrubjay.memory as memory_module
+    import scrubjay.backends.server as memory_module
 
     if not cut:
         monkeypatch.setattr(memory_module, "_cut_unreachable", lambda found, sims, *a: (found,
@@ -906,7 +906,7 @@ def _twin_batches(chroma_server, monkeypatch: pytest.MonkeyPatch, cut: bool
         store = mem._store
         plain = store.what
         store.what = _RowCounting(plain, counts)
-        link_reads = memory_module.ScrubJayMemory._server_link_reads
+        link_reads = memory_module.ServerBackend._server_link_reads
         read: set[str] = set()
 
         def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -914,9 +914,9 @@ def _twin_batches(chroma_server, monkeypatch: pytest.MonkeyPatch, cut: bool
             read.update(got.rows)
             return got
 
-        monkeypatch.setattr(memory_module.ScrubJayMemory, "_server_link_reads", spy)
+        monkeypatch.setattr(memory_module.ServerBackend, "_server_link_reads", spy)
         mem.add_many(new)
-        monkeypatch.setattr(memory_module.ScrubJayMemory, "_server_link_reads", link_reads)
+        monkeypatch.setattr(memory_module.ServerBackend, "_server_link_reads", link_reads)
         store.what = plain
         rows = store.get([m["id"] for m in old + new])
         return {r.id: str(r.meta["sj_edges"]) for r in rows}, counts["rows"], read
@@ -948,7 +948,7 @@ def test_the_cut_keeps_what_it_cannot_rule_out() -> None:
     and of an item with too few nearer memories; cut: the rest under theta_S."""
     import math
 
-    from scrubjay.memory import _cut_unreachable
+    from scrubjay.backends.server import _cut_unreachable
     from scrubjay.store import INDEX_DRIFT_MAX_RAD, TimeNeighbours
 
     cfg = GraphConfig(max_neighbors=2)  # 8 strongest: 8 nearer memories needed
@@ -980,7 +980,7 @@ def test_the_cut_waits_for_the_read_by_time_outside_the_query_worker(
     each), so the cut runs in the thread that reads the answers, never in the query worker."""
     import threading
 
-    import scrubjay.memory as memory_module
+    import scrubjay.backends.server as memory_module
 
     threads: list[str] = []
     cut = memory_module._cut_unreachable

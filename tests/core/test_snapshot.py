@@ -118,13 +118,13 @@ def test_the_rci_drift_bounds_survive_a_snapshot_reopen(tmp_path: Path,
                          clock=FrozenClock(T0 + 7_200), config=cfg)
     _fill(mem, 0, 40)
     mem.integrate("note about the garden shed 3 was repainted", store=False)
-    drift = dict(zip(mem._mirror.view().ids, mem._mirror.drift[: len(mem)].tolist()))
+    drift = dict(zip(mem._backend._mirror.view().ids, mem._backend._mirror.drift[: len(mem)].tolist()))
     assert any(d > 0 for d in drift.values())
     mem.close()
     no_chroma_rebuild.clear()
     mem = _open(folder)
     assert no_chroma_rebuild == []
-    again = dict(zip(mem._mirror.view().ids, mem._mirror.drift[: len(mem)].tolist()))
+    again = dict(zip(mem._backend._mirror.view().ids, mem._backend._mirror.drift[: len(mem)].tolist()))
     assert again == drift and np.isfinite(list(again.values())).all()
     mem.close()
 

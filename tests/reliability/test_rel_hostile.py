@@ -178,9 +178,9 @@ def test_namespace_either_rejected_or_confined(namespace: Any) -> None:
         assert isinstance(namespace, str) and all(c.isascii() and (c.isalnum() or c in "_-")
                                                   for c in namespace)
         names = {c.name for c in m._store.client.list_collections()
-                 if c.name.startswith(m._private_prefix)}
-        assert names == {f"{m._private_prefix}{namespace}_what",
-                         f"{m._private_prefix}{namespace}_where"}
+                 if c.name.startswith(m._backend.private_prefix)}
+        assert names == {f"{m._backend.private_prefix}{namespace}_what",
+                         f"{m._backend.private_prefix}{namespace}_where"}
     finally:
         m.close()
 

@@ -69,7 +69,7 @@ def _listed_edges(mem: ScrubJayMemory) -> set[tuple[str, str]]:
 
 
 def _graph_edges(mem: ScrubJayMemory) -> set[tuple[str, str]]:
-    return {(u, v) for u, nbrs in mem._graph.g.adjacency() for v in nbrs}
+    return {(u, v) for u, nbrs in mem._backend.graph.g.adjacency() for v in nbrs}
 
 
 @pytest.mark.parametrize("when", ["during_write", "before_rename"])
@@ -93,7 +93,7 @@ def test_a_kill_while_close_saves_the_snapshot_loses_nothing(tmp_path: Path,
         texts = {r.text for r in mem}
         assert texts == ({f"first session note {i} about taxes" for i in range(100)}
                          | {f"second session note {i} about the garden" for i in range(120)})
-        assert mem._snapshot_marker is None  # the stale snapshot was not used
+        assert mem._backend.snapshot_marker is None  # the stale snapshot was not used
         edges = _graph_edges(mem)
         assert edges and edges == _listed_edges(mem)
         assert {v for _, v in edges} - {r.id for r in mem} == set()
@@ -102,6 +102,6 @@ def test_a_kill_while_close_saves_the_snapshot_loses_nothing(tmp_path: Path,
     assert not tmp.exists() and snap.read_bytes() != stale  # this close saved a new one
 
     with ScrubJayMemory(path=folder, embedder=HashEmbedder()) as mem:
-        assert mem._snapshot_marker is not None  # the new snapshot was used
+        assert mem._backend.snapshot_marker is not None  # the new snapshot was used
         assert len(mem) == 220 and {r.text for r in mem} == texts
         assert _graph_edges(mem) == edges == _listed_edges(mem)

@@ -43,6 +43,7 @@ from typing import Any, TextIO
 import numpy as np
 from numpy.typing import NDArray
 
+from ..clients import http_client, persistent_client
 from ..testing import chroma_server
 
 __all__ = ["add_perf_arguments", "cmd_perf", "run_perf", "write_perf"]
@@ -330,7 +331,7 @@ def _search_one(mem: Any, corpus: Corpus, queries: list[str], k: int,
                           include=["distances", "metadatas", "documents"]),
         len(queries))
     recall = None
-    if mem._mirror is not None or exact is not None:
+    if getattr(mem._backend, "_mirror", None) is not None or exact is not None:
         found = sum(len({h.id for h in mem.search(q, k=k)} & _exact_ids(exact or mem, q, k))
                     for q in queries)
         recall = found / (k * len(queries))
@@ -387,12 +388,10 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
             row["embedded"] = _search_one(mem, corpus, qs, k)
         mem.close()
         if "server" in modes:
-            import chromadb
-
             server_dir = work / f"server-{n}"
             server_dir.mkdir(parents=True, exist_ok=True)
             with chroma_server(server_dir) as (host, port):
-                client = chromadb.HttpClient(host=host, port=port)
+                client = http_client(host, port)
                 src = _memory(path, corpus)
                 _copy_to(src._store, client)
                 src.close()
@@ -428,9 +427,6 @@ def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
     (synthetic lookups, the bundled model) and mode; embedded figures at the top level,
     server ones under ``"server"``. Then ``single`` memories added one at a time (an agent's
     turn) against a raw add of one row."""
-    import chromadb
-    from chromadb.config import Settings
-
     from scrubjay.config import GraphConfig
 
     out: dict[str, Any] = {"n": n, "batch": batch, "single": single}
@@ -450,11 +446,9 @@ def run_ingest(corpus: Corpus, n: int, work: Path, *, batch: int, bar: Any,
             client = None
             if mode == "server":
                 host, port = stack.enter_context(chroma_server(work / "ingest-server"))
-                client = chromadb.HttpClient(host=host, port=port)
+                client = http_client(host, port)
             for name in ("synthetic", "bundled"):
-                raw_client = client or chromadb.PersistentClient(
-                    path=str(work / f"ingest-raw-{name}"),
-                    settings=Settings(anonymized_telemetry=False))
+                raw_client = client or persistent_client(str(work / f"ingest-raw-{name}"))
                 got = _ingest_one(corpus, name, raw_client, items, n, batch, client,
                                   work / f"ingest-sj-{name}")
                 (out if mode == "embedded" else out.setdefault("server", {}))[name] = got
@@ -616,9 +610,6 @@ class CountingLLM:
 
 def run_rci(work: Path, *, counts: list[int], bar: Any) -> dict[str, Any]:
     """Clusters of exactly ``m`` near-duplicates; an event at a cluster's centre affects them."""
-    import chromadb
-    from chromadb.config import Settings
-
     from scrubjay import ScrubJayConfig
     from scrubjay.config import LLMConfig
 
@@ -659,8 +650,7 @@ def run_rci(work: Path, *, counts: list[int], bar: Any) -> dict[str, Any]:
     _tick(bar, "rci events")
     # the baseline: one raw Chroma metadata update of the largest count of records
     m = max(counts)
-    client = chromadb.PersistentClient(path=str(work / "rci-raw"),
-                                       settings=Settings(anonymized_telemetry=False))
+    client = persistent_client(str(work / "rci-raw"))
     col = client.get_or_create_collection("raw", embedding_function=None,
                                           configuration={"hnsw": {"space": "cosine"}})
     ids = [f"x{i}" for i in range(m)]

@@ -1,0 +1,151 @@
+"""The Chroma adapter's connection side: the only module of the engine that imports chromadb.
+
+It makes every client the package uses (in-memory, embedded ``PersistentClient`` folders, a
+server's ``HttpClient``), holds the one-process lock of an embedded folder, and wraps the calls
+that may fail transiently. :mod:`scrubjay.store` does the namespace's reads and writes through
+the client it is given. Every client is made with telemetry off, and no collection gets a
+Chroma embedding function (which would download a model): scrubjay always passes its vectors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .errors import StoreError, StoreLockedError
+
+__all__ = ["EmbeddedClients", "ephemeral_client", "http_client", "persistent_client", "query",
+           "retry", "wrap_error"]
+
+logger = logging.getLogger(__name__)
+
+
+def _settings() -> Any:
+    from chromadb.config import Settings
+
+    return Settings(anonymized_telemetry=False)
+
+
+def ephemeral_client() -> Any:
+    """An in-memory Chroma client (one shared system per process)."""
+    import chromadb
+
+    return chromadb.EphemeralClient(settings=_settings())
+
+
+def http_client(host: str, port: int) -> Any:
+    """A client of a Chroma server (``chroma run --path DIR --port P``)."""
+    import chromadb
+
+    return chromadb.HttpClient(host=host, port=port, settings=_settings())
+
+
+def persistent_client(path: str) -> Any:
+    """A ``PersistentClient`` of a folder, without scrubjay's lock (benchmarks' raw baseline:
+    :class:`EmbeddedClients` is what a store uses)."""
+    import chromadb
+
+    return chromadb.PersistentClient(path=path, settings=_settings())
+
+
+def wrap_error(action: str, exc: Exception) -> StoreError:
+    """A Chroma failure as the package's :class:`StoreError` (``raise ... from exc``)."""
+    return StoreError(f"Chroma failed to {action}: {type(exc).__name__}: {exc}")
+
+
+#: Errors a Chroma 1.5 server gives transiently while other processes write the same
+#: collection: a fresh collection whose vector index is not on disk yet, and an id deleted
+#: between the plan and its execution. Retried with a short backoff.
+_TRANSIENT = ("Nothing found on disk", "Error finding id")
+
+def retry(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, retried on a transient Chroma server error (5 retries)."""
+    delay = 0.05
+    for attempt in range(6):
+        try:
+            return call(*args, **kwargs)
+        except Exception as exc:
+            if attempt == 5 or not any(m in str(exc) for m in _TRANSIENT):
+                raise
+            logger.debug("transient Chroma error, retrying: %s", exc)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def query(col: Any, **kwargs: Any) -> Any:
+    """``col.query(**kwargs)``; an empty collection whose index is not on disk yet answers
+    empty instead of failing."""
+    try:
+        return retry(col.query, **kwargs)
+    except Exception as exc:
+        if "Nothing found on disk" not in str(exc) or col.count() != 0:
+            raise
+        n = len(kwargs["query_embeddings"])
+        return {key: [[] for _ in range(n)] for key in
+                ("ids", "distances", "metadatas", "documents", "embeddings")}
+
+class EmbeddedClients:
+    """One ``PersistentClient`` and one ``flock`` per folder per process, reference-counted.
+
+    Several namespaces (several ``ScrubJayMemory`` objects) in one process share them; a second
+    *process* gets :class:`StoreLockedError` instead of risking a corrupted store.
+    """
+
+    _lock = threading.Lock()
+    _open: ClassVar[dict[str, tuple[Any, Any, int]]] = {}
+
+    @classmethod
+    def acquire(cls, folder: str) -> Any:
+        with cls._lock:
+            if folder in cls._open:
+                client, handle, refs = cls._open[folder]
+                cls._open[folder] = (client, handle, refs + 1)
+                return client
+            p = Path(folder)
+            try:
+                p.mkdir(parents=True, exist_ok=True)
+                handle = open(p / "scrubjay.lock", "a+")  # noqa: SIM115 - held while open
+            except OSError as exc:
+                raise StoreError(f"Cannot create the store folder {folder!r}: {exc}") from exc
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                handle.close()
+                raise StoreLockedError(
+                    f"The embedded store at {folder!r} is in use by another process. A Chroma "
+                    "PersistentClient folder must have a single writer process; for several "
+                    "processes run `chroma run --path DIR --port P` and pass "
+                    "client=chromadb.HttpClient(host=..., port=...).") from exc
+            try:
+                client = persistent_client(folder)
+            except Exception as exc:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                handle.close()
+                raise wrap_error(f"open the store at {folder!r}", exc) from exc
+            cls._open[folder] = (client, handle, 1)
+            return client
+
+    @classmethod
+    def release(cls, folder: str) -> None:
+        with cls._lock:
+            if folder not in cls._open:
+                return
+            client, handle, refs = cls._open[folder]
+            if refs > 1:
+                cls._open[folder] = (client, handle, refs - 1)
+                return
+            del cls._open[folder]
+            # Stop Chroma's cached system for this folder before unlocking: another process
+            # may write the folder next, and a later reopen here must read the disk afresh
+            # (a cached system keeps stale index state: "Error finding id" on the next read).
+            with contextlib.suppress(Exception):
+                client.close()
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            handle.close()
