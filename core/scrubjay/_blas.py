@@ -2,12 +2,11 @@
 
 The matrix products of an ``add_many`` (the batch's similarity blocks, the estimator) are large
 enough for OpenBLAS to hand half of each to a second thread, and that thread then spins for its
-next piece of work: in a 10k ingest it burned about 1.7 CPU-seconds per 10k memories that the
-process's other threads (Chroma's write, the HTTP reads of a server's rows) and a Chroma server
-on the same machine needed (measured with psutil's per-thread CPU times over a server
-ingest of 10,000 memories). So :func:`one_blas_thread` holds
-BLAS to one thread for the duration of a batch, as scikit-learn's ``KMeans`` does around its
-own loops, and gives the process its previous thread count back after.
+next piece of work, taking CPU time that the process's other threads (Chroma's write, the HTTP
+reads of a server's rows) and a Chroma server on the same machine need. So
+:func:`one_blas_thread` holds BLAS to one thread for the duration of a batch, as scikit-learn's
+``KMeans`` does around its own loops, and gives the process its previous thread count back
+after.
 
 The limit is process-wide (BLAS libraries have one thread count): while any memory of the
 process stores a batch, numpy in the process's other threads runs on one BLAS thread too. The

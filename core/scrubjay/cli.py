@@ -1,18 +1,69 @@
-"""The ``scrubjay`` command line: ``demo`` and ``inspect`` (benchmarks come under ``bench``)."""
+"""The ``scrubjay`` command line: ``demo``, ``inspect``, ``perishability`` and ``bench``.
+
+Help text is plain: its formatter drops the reST markup (inline literals, roles such as
+``:mod:``) that the docstrings and help strings it shows may carry. Output into a pipe closed
+early (``scrubjay inspect STORE | head -1``) ends the command quietly, with the exit status a
+shell reports for a command killed by ``SIGPIPE``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TextIO
 
+from . import __version__
 from .decay import is_stale, utility
 from .errors import ScrubJayError
 
 __all__ = ["main"]
+
+DESCRIPTION = ("ScrubJay-MEM, a memory for LLM agents that knows how fast each memory goes "
+               "stale: a scripted demo, a look inside a store, the offline perishability "
+               "estimator and the benchmarks.")
+
+#: The exit status a shell reports for a command killed by SIGPIPE (128 + 13).
+EXIT_CLOSED_PIPE = 141
+
+#: reST roles (a module, a function: ``~`` keeps the last name) and inline literals.
+_REST = re.compile(r":[a-z:]+:`(~?)([^`]+)`|``([^`]+)``")
+
+
+def _plain(text: str) -> str:
+    """The text without reST markup, as help shows it.
+
+    >>> _plain("The ``scrubjay`` command; see :mod:`scrubjay.bench` and :func:`~a.b.run`.")
+    'The scrubjay command; see scrubjay.bench and run.'
+    """
+    def one(m: re.Match[str]) -> str:
+        if m.group(3) is not None:
+            return m.group(3)
+        return m.group(2).rsplit(".", 1)[-1] if m.group(1) else m.group(2)
+
+    return _REST.sub(one, text)
+
+
+class _PlainHelpFormatter(argparse.HelpFormatter):
+    """Descriptions, epilogs and argument help without reST markup."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(_plain(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return _plain(super()._expand_help(action))
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose help is plain; its subcommands' parsers are too."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _PlainHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
 def _human_s(seconds: float) -> str:
@@ -172,10 +223,20 @@ class _NoEmbedder:
         raise ScrubJayError("inspect does not embed")
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
-    parser = argparse.ArgumentParser(prog="scrubjay", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+def _quiet_closed_stdout() -> None:
+    """Point the process's stdout at ``os.devnull``, so that the interpreter's last flush of
+    what a closed pipe did not take raises nothing (the pattern of Python's ``signal`` docs)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor: nothing to flush
+        pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="scrubjay", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"scrubjay {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     demo = sub.add_parser("demo", help="a scripted week of memories, offline")
     demo.add_argument("--path", help="keep the store in this folder (default: a temp folder)")
     demo.set_defaults(func=cmd_demo)
@@ -196,12 +257,26 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         pass
     else:
         add_bench_parser(sub)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    parser = _parser()
     try:
-        return int(args.func(args, out))
+        try:
+            args = parser.parse_args(argv)
+        finally:
+            sys.stdout.flush()  # what --help or --version wrote, before their exit
+        code = int(args.func(args, out))
+        out.flush()  # a closed pipe raises here rather than at the interpreter's exit
     except ScrubJayError as exc:
         sys.stderr.write(f"scrubjay: error: {exc}\n")
         return 2
+    except BrokenPipeError:  # the reader went away (``| head``): stop, quietly
+        _quiet_closed_stdout()
+        return EXIT_CLOSED_PIPE
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

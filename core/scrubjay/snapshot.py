@@ -1,7 +1,7 @@
 """A saved copy of an embedded namespace's mirror and graph, for a fast reopen.
 
-Reopening an embedded store used to read every row, its vectors and its adjacency JSON back from
-Chroma (17 s at 100,000 memories). At a clean close the namespace's mirror (records, what and
+Without it, reopening an embedded store reads every row, its vectors and its adjacency back from
+Chroma, which takes many times longer for a large store. At a clean close the namespace's mirror (records, what and
 where vectors) and graph (every edge once, with its typed weights) are written to
 ``PATH/scrubjay-<namespace>.snapshot.npz`` with the store's change marker
 (:meth:`ChromaStore.change_marker`: the collections' ids, counts and last applied log sequence

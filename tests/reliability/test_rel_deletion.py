@@ -23,7 +23,7 @@ SECRET_CTX = "xylophonewombat"
 
 #: Chroma's HNSW vector file. Its unused capacity is written from uninitialised memory, so it
 #: can hold stray bytes of the process heap (seen: SQLite pages of *another* store opened
-#: earlier in the same process). That is Chroma's to fix; see RELIABILITY.md, section 5.
+#: earlier in the same process). That is Chroma's to fix; see docs/RELIABILITY.md, section 5.
 HNSW_DATA = "data_level0.bin"
 HEAP_STRAYS: list[str] = []
 

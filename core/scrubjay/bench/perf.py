@@ -1,4 +1,4 @@
-"""``scrubjay bench perf``: the cost of the memory (issue 6).
+"""``scrubjay bench perf``: the cost of the memory (docs/performance.md reports a run).
 
 Every figure is a count or a ratio against a baseline timed in the same process, because the
 machine is noisy. Vectors are precomputed and clustered (256-d, a few hundred unit centres plus

@@ -1,4 +1,4 @@
-"""Evaluate the offline perishability estimators on the held-out split (issue 8).
+"""Evaluate the offline perishability estimators on the held-out split.
 
 For each held-out statement with true lifetime ``L`` and each age ``a`` on a log grid from one
 minute to two years, the truth is *stale* iff ``a > L``; an estimator says *stale* iff its

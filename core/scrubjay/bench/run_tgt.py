@@ -13,7 +13,7 @@ B1/B6/B7 can run (``scrubjay.bench.llm_systems``), answers can be graded by the 
 (``judge="llm"``, ``scrubjay.bench.llm_judge``) and the texts naturalised first
 (``naturalise=True``, ``scrubjay.bench.tgt_naturalise``). LLM systems run in this process, one
 after the other; the others keep the worker pool. The report then gains an "LLM settings" line
-and the JSON an ``llm`` entry; without a chat model both are as before.
+and the JSON an ``llm`` entry; without a chat model neither appears.
 """
 
 from __future__ import annotations
