@@ -153,7 +153,10 @@ def cmd_perishability(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"trained on the train split; wrote {target}\n")
         return 0
     if args.action == "cv":
-        out.write(format_cv(cross_validate()) + "\n")
+        from .bench.lifetimes import cross_validate_nudge, format_nudge_cv
+
+        out.write(format_cv(cross_validate()) + "\n\n")
+        out.write(format_nudge_cv(cross_validate_nudge()) + "\n")
         return 0
     if args.action == "lifetimes":
         from .bench.lifetimes import EXAMPLES, evaluate_lifetimes, format_lifetimes

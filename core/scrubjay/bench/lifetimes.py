@@ -35,8 +35,9 @@ from ..decay import stale_age_s
 from ..embedding import Embedder, WordLlamaEmbedder
 from ..perishability import Classifier
 
-__all__ = ["EXAMPLES", "ROBUSTNESS_CONTEXTS", "ROBUSTNESS_FACTOR", "evaluate_lifetimes",
-           "format_lifetimes", "lifetimes", "load_lifetime_set"]
+__all__ = ["EXAMPLES", "NUDGE_GRID", "ROBUSTNESS_CONTEXTS", "ROBUSTNESS_FACTOR",
+           "cross_validate_nudge", "evaluate_lifetimes", "format_lifetimes", "format_nudge_cv",
+           "lifetimes", "load_lifetime_set"]
 
 logger = logging.getLogger(__name__)
 
@@ -155,4 +156,97 @@ def format_lifetimes(result: dict[str, Any], *, examples: Sequence[str] = ()) ->
         for r in shown:
             lines.append(f"| {r['text']} | {r['lo']}-{r['hi']} | {_human(r['lifetime_s'])} | "
                          f"{_human(r['min_s'])} - {_human(r['max_s'])} |")
+    return "\n".join(lines)
+
+
+#: The context-nudge bounds (decades) :func:`cross_validate_nudge` compares; None: unbounded.
+NUDGE_GRID: tuple[float | None, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, None)
+
+
+def cross_validate_nudge(folds: int = 5, bounds: Sequence[float | None] = NUDGE_GRID,
+                         contexts: Sequence[str] = ROBUSTNESS_CONTEXTS) -> dict[str, Any]:
+    """How the context-nudge bound trades accuracy for robustness, on the train splits only.
+
+    The shipped model's rows (the statements' train split and the everyday set's, as
+    :func:`~scrubjay.bench.perishability_eval.retrain` fits them) are cut into ``folds``
+    groups by domain (everyday rows: by topic); each group is predicted by the ridge model fitted
+    on the others, for each bound. Reported per bound: the statements' stale/valid accuracy
+    (their own contexts, the ages of ``scrubjay perishability evaluate``) and, on the everyday
+    rows, the in-range accuracy under every context of ``contexts`` and the robustness.
+    Neither test split is read.
+    """
+    from ..estimator import (
+        LABELS,
+        LIFETIME_GRID_LOG10,
+        FeatureSpec,
+        featurize,
+        load_statements,
+        median_crossing,
+        ridge_fit,
+        training_targets,
+    )
+    from .perishability_eval import AGES_S
+
+    spec, grid, emb = FeatureSpec(), LIFETIME_GRID_LOG10, WordLlamaEmbedder()
+    stm = load_statements("train")
+    day = [{**r, "context": ""} for r in load_lifetime_set("train")]
+    rows = stm + day
+    groups = [r["domain"] for r in stm] + ["everyday:" + r["topic"] for r in day]
+    names = sorted(set(groups))
+    order = np.random.default_rng(0).permutation(len(names))
+    fold_of = {g: int(order[i]) % folds for i, g in enumerate(names)}
+    fold = np.array([fold_of[g] for g in groups])
+    texts = [r["text"] for r in rows]
+    x = featurize(texts, [r["context"] for r in rows], spec, emb).astype(np.float64)
+    x_alone = featurize([r["text"] for r in stm], [""] * len(stm), spec, emb).astype(np.float64)
+    day_texts = [r["text"] for r in day]
+    x_day = [featurize(day_texts, [c] * len(day), spec, emb).astype(np.float64)
+             for c in contexts]
+    y = training_targets(rows, grid)
+    k = len(LABELS)
+    n = len(stm)
+    p_stm = np.zeros((2, n))  # alone, with its context
+    p_day = np.zeros((len(contexts), len(day)))
+    for f in range(folds):
+        w = ridge_fit(x[fold != f], y[fold != f], spec.ridge)[:, k:]
+        held = np.flatnonzero(fold[:n] == f)
+        p_stm[0, held] = median_crossing(x_alone[held] @ w, grid)
+        p_stm[1, held] = median_crossing(x[held] @ w, grid)
+        dh = np.flatnonzero(fold[n:] == f)
+        for c, xc in enumerate(x_day):
+            p_day[c, dh] = median_crossing(xc[dh] @ w, grid)
+    life = np.log10([float(r["lifetime_s"]) for r in stm])
+    ages = np.log10(AGES_S)
+    lo = np.log10([float(r["lo_s"]) for r in day])
+    hi = np.log10([float(r["hi_s"]) for r in day])
+    alone = contexts.index("") if "" in contexts else 0
+    out = []
+    for b in bounds:
+        def nudged(own: np.ndarray, full: np.ndarray, b: float | None = b) -> np.ndarray:
+            return full if b is None else own + np.clip(full - own, -b, b)
+        ps = nudged(p_stm[0], p_stm[1])
+        pd = nudged(p_day[alone][None, :], p_day)
+        spread = np.max(np.abs(pd - np.median(pd, axis=0)), axis=0)
+        out.append({"bound_decades": b,
+                    "statements_accuracy": float(((ages[None, :] > life[:, None])
+                                                  == (ages[None, :] > ps[:, None])).mean()),
+                    "everyday_accuracy_all_contexts": float(((pd >= lo) & (pd <= hi)).mean()),
+                    "everyday_robust": float(np.mean(spread <= math.log10(ROBUSTNESS_FACTOR)
+                                                     + 1e-9))})
+    return {"folds": folds, "n_statements": n, "n_everyday": len(day),
+            "contexts": list(contexts), "bounds": out}
+
+
+def format_nudge_cv(result: dict[str, Any]) -> str:
+    """:func:`cross_validate_nudge` as a Markdown table."""
+    lines = [(f"{result['folds']}-fold cross-validation (grouped by domain / topic) on the train "
+              f"splits: {result['n_statements']} statements, {result['n_everyday']} everyday "
+              f"statements under {len(result['contexts'])} contexts; no test split is read."),
+             "", ("| context nudge bound (decades) | statements stale/valid accuracy | "
+                  "everyday in-range accuracy (every context) | everyday robust (x3) |"),
+             "|---|---|---|---|"]
+    for e in result["bounds"]:
+        b = "unbounded" if e["bound_decades"] is None else f"{e['bound_decades']:g}"
+        lines.append(f"| {b} | {e['statements_accuracy']:.3f} | "
+                     f"{e['everyday_accuracy_all_contexts']:.3f} | {e['everyday_robust']:.3f} |")
     return "\n".join(lines)
