@@ -16,10 +16,11 @@ from scrubjay.bench.lifetimes import (
     ROBUSTNESS_CONTEXTS,
     ROBUSTNESS_FACTOR,
     evaluate_lifetimes,
-    lifetimes,
     load_lifetime_set,
+    stale_ages_s,
 )
 from scrubjay.cli import main
+from scrubjay.errors import InvalidInputError
 from scrubjay.estimator import CONTEXT_NUDGE_DECADES, load_default_model
 from scrubjay.testing import HashEmbedder
 
@@ -75,9 +76,11 @@ def test_robustness_is_measured_not_assumed() -> None:
     assert result["all"]["robust"] == 1.0
     lo = np.array([r["lo_s"] for r in rows])
     hi = np.array([r["hi_s"] for r in rows])
-    own = lifetimes([r["text"] for r in rows], [""] * len(rows))
+    own = stale_ages_s([r["text"] for r in rows], [""] * len(rows))
     inside = (own >= lo) & (own <= hi)
     assert result["all"]["accuracy"] == pytest.approx(inside.mean())
+    with pytest.raises(InvalidInputError, match="'rows' and 'contexts'"):
+        evaluate_lifetimes([], contexts=ROBUSTNESS_CONTEXTS)
 
 
 def test_a_context_only_nudges_the_lifetime() -> None:

@@ -9,7 +9,7 @@ into ``train`` (used to fit the estimator) and ``test`` (reported here) by a fix
 A statement's *lifetime* is the age at which :class:`~scrubjay.perishability.Classifier` (the
 path ``ScrubJayMemory.add`` takes, offline) makes it stale: ``tau ln(1/r) / pi`` with ``r``
 the stale ratio of :class:`~scrubjay.config.DecayConfig`
-(:func:`~scrubjay.decay.stale_age_s`). Two figures:
+(:func:`~scrubjay.decay.stale_age_s`; :func:`stale_ages_s` here). Two figures:
 
 * **robustness**: the share of statements whose lifetime under each of
   :data:`ROBUSTNESS_CONTEXTS` stays within a factor :data:`ROBUSTNESS_FACTOR` of the median
@@ -33,11 +33,12 @@ import numpy as np
 from ..config import ClassifierConfig, DecayConfig
 from ..decay import stale_age_s
 from ..embedding import Embedder, WordLlamaEmbedder
+from ..errors import InvalidInputError
 from ..perishability import Classifier
 
 __all__ = ["EXAMPLES", "NUDGE_GRID", "ROBUSTNESS_CONTEXTS", "ROBUSTNESS_FACTOR",
            "cross_validate_nudge", "evaluate_lifetimes", "format_lifetimes", "format_nudge_cv",
-           "lifetimes", "load_lifetime_set"]
+           "load_lifetime_set", "stale_ages_s"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ def load_lifetime_set(split: str | None = None) -> list[dict[str, Any]]:
     return [r for r in rows if split is None or r["split"] == split]
 
 
-def lifetimes(texts: Sequence[str], contexts: Sequence[str], *,
+def stale_ages_s(texts: Sequence[str], contexts: Sequence[str], *,
               embedder: Embedder | None = None,
               cfg: ClassifierConfig | None = None) -> np.ndarray:
     """Seconds until each ``(text, context)`` is flagged stale by the offline classifier."""
@@ -88,11 +89,11 @@ def evaluate_lifetimes(rows: Sequence[dict[str, Any]] | None = None, *,
     """Robustness and accuracy on ``rows`` (default: the whole set; accuracy per split)."""
     rows = list(rows if rows is not None else load_lifetime_set())
     if not rows or not contexts:
-        raise ValueError("The 'rows' and 'contexts' parameters of evaluate_lifetimes must be "
+        raise InvalidInputError("The 'rows' and 'contexts' parameters of evaluate_lifetimes must be "
                          f"non-empty. Got {len(rows)} rows and {len(contexts)} contexts instead.")
     texts = [r["text"] for r in rows]
     embedder = WordLlamaEmbedder()
-    life = np.log10(np.vstack([lifetimes(texts, [c] * len(texts), embedder=embedder)
+    life = np.log10(np.vstack([stale_ages_s(texts, [c] * len(texts), embedder=embedder)
                                for c in contexts]))  # (contexts, rows)
     median = np.median(life, axis=0)
     spread = np.max(np.abs(life - median), axis=0)
