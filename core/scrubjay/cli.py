@@ -204,7 +204,24 @@ def cmd_perishability(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"trained on the train split; wrote {target}\n")
         return 0
     if args.action == "cv":
-        out.write(format_cv(cross_validate()) + "\n")
+        from .bench.lifetimes import cross_validate_nudge, format_nudge_cv
+
+        out.write(format_cv(cross_validate()) + "\n\n")
+        out.write(format_nudge_cv(cross_validate_nudge()) + "\n")
+        return 0
+    if args.action == "lifetimes":
+        from .bench.lifetimes import EXAMPLES, evaluate_lifetimes, format_lifetimes
+
+        figures = evaluate_lifetimes()
+        report = format_lifetimes(figures, examples=EXAMPLES)
+        out.write(report + "\n")
+        if args.out:
+            folder = Path(args.out)
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "lifetimes.md").write_text(report + "\n", encoding="utf-8")
+            (folder / "lifetimes.json").write_text(json.dumps(figures, indent=1),
+                                                   encoding="utf-8")
+            out.write(f"wrote {folder / 'lifetimes.md'}, {folder / 'lifetimes.json'}\n")
         return 0
     result = evaluate()
     out.write(format_report(result) + "\n")
@@ -246,10 +263,12 @@ def _parser() -> argparse.ArgumentParser:
     ins.add_argument("--at", type=float, help="epoch seconds (default: now)")
     ins.set_defaults(func=cmd_inspect)
     per = sub.add_parser("perishability", help="train or evaluate the offline estimator")
-    per.add_argument("action", choices=["evaluate", "train", "cv"],
-                     help="evaluate on the held-out split, retrain, or cross-validate on train")
+    per.add_argument("action", choices=["evaluate", "train", "cv", "lifetimes"],
+                     help="evaluate on the held-out split, retrain, cross-validate on train, or "
+                          "measure everyday lifetimes (accuracy, robustness to the context)")
     per.add_argument("--json", help="evaluate: also write the figures as JSON")
-    per.add_argument("--out", help="train: where to write the model (default: the package's)")
+    per.add_argument("--out", help="train: where to write the model (default: the package's); "
+                                   "lifetimes: a folder for lifetimes.md and lifetimes.json")
     per.set_defaults(func=cmd_perishability)
     try:
         from .bench.cli import add_bench_parser

@@ -139,10 +139,15 @@ def format_report(result: dict[str, Any]) -> str:
 
 
 def retrain(spec: FeatureSpec | None = None):  # type: ignore[no-untyped-def]
-    """The shipped model, re-fitted from the train split (deterministic)."""
+    """The shipped model, re-fitted from the train splits (deterministic): the statements'
+    and the everyday-lifetimes set's (:mod:`scrubjay.bench.lifetimes`, with empty contexts
+    and range targets)."""
     from ..embedding import WordLlamaEmbedder
+    from .lifetimes import load_lifetime_set
 
-    return train_model(load_statements("train"), WordLlamaEmbedder(), spec)
+    rows = load_statements("train") + [{**r, "context": ""}
+                                       for r in load_lifetime_set("train")]
+    return train_model(rows, WordLlamaEmbedder(), spec)
 
 
 def cross_validate(folds: int = 5, spec: FeatureSpec | None = None) -> dict[str, Any]:
