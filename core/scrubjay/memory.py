@@ -46,7 +46,7 @@ from .changelog import LogCursor
 from .config import GraphConfig, ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import is_stale, utility
-from .embedding import Embedder, WordLlamaEmbedder, as_embedder
+from .embedding import Embedder, WordLlamaEmbedder, as_embedder, checked_query_vector
 from .errors import (
     EmbedderMismatchError,
     InvalidInputError,
@@ -1444,29 +1444,31 @@ class ScrubJayMemory:
 
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,
-               at: Timestamp | None = None, *, exclude_stale: bool = False) -> list[Hit]:
+               at: Timestamp | None = None, *, exclude_stale: bool = False,
+               query_vector: Any = None) -> list[Hit]:
         """The ``k`` best memories for ``query`` asked in ``context`` at time ``at``.
 
         Each :class:`Hit` carries its score, utility, stale flag and the score's breakdown.
         With ``exclude_stale=True`` only memories that are not stale at ``at`` compete (still
-        ``k`` of them when there are enough).
+        ``k`` of them when there are enough). ``query_vector`` (the embedder's dimension) is
+        compared instead of ``query``'s embedding; ``query`` may then be empty.
         """
         owner = "ScrubJayMemory.search"
-        check_text(query, "query", owner)
+        check_text(query, "query", owner, allow_empty=query_vector is not None)
         check_text(context, "context", owner, allow_empty=True)
         k = check_k(k, owner)
         with self._lock:
             self._check_open()
             cursor, log = self._log_cursor, self._store.log
             if cursor is None or log is None:
-                return self._search(query, context, k, at, exclude_stale)
+                return self._search(query, context, k, at, exclude_stale, query_vector)
             # server mode with a mirror: the change log is read beside the search, which runs
             # again in the rare case that it brought changes (its request costs about what
             # the search's own does)
             before = cursor.copy()
             later = self._worker("log").submit(log.changes, cursor)
             try:
-                hits = self._search(query, context, k, at, exclude_stale)
+                hits = self._search(query, context, k, at, exclude_stale, query_vector)
             except BaseException:
                 with contextlib.suppress(Exception):
                     later.result()
@@ -1475,17 +1477,18 @@ class ScrubJayMemory:
             if ids is not None and not ids:
                 return hits
             self._apply_changes(ids, before)
-            return self._search(query, context, k, at, exclude_stale)
+            return self._search(query, context, k, at, exclude_stale, query_vector)
 
     def _search(self, query: str, context: str, k: int, at: Timestamp | None,
-                exclude_stale: bool) -> list[Hit]:
+                exclude_stale: bool, query_vector: Any = None) -> list[Hit]:
         """:meth:`search` once the memory is current (the caller holds the lock)."""
         owner = "ScrubJayMemory.search"
         t_q = self._time(at, owner)
         # (server mode: an empty store answers an empty query; no count() round trip)
         if self._dim is None or (self._use_mirror and self._size() == 0):
             return []
-        e_q = self._embed([query], query=True)[0]
+        e_q = (self._embed([query], query=True)[0] if query_vector is None
+               else checked_query_vector(query_vector, self._dim, owner))
         c_q = self._embed([context], query=True)[0]
         # np.linalg.norm of a vector is sqrt(x . x): the same float, without its checks
         weights = adaptive_weights(query, float(np.sqrt(e_q.dot(e_q))),
