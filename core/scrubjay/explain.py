@@ -22,6 +22,7 @@ and its record, so records that do not carry them simply never give those reason
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,9 +30,15 @@ from typing import Any, Literal
 
 from .decay import stale_age_s
 
-__all__ = ["Staleness", "mark", "marker", "stale_metadata", "staleness"]
+__all__ = ["STALE_KEYS", "Staleness", "mark", "marker", "stale_metadata", "staleness",
+           "staleness_in", "unmark"]
 
 Reason = Literal["decayed", "superseded", "window ended"]
+
+#: The metadata keys :func:`stale_metadata` writes.
+STALE_KEYS = ("stale", "stale_reason", "stale_since", "stale_since_s", "superseded_by")
+_MARKER = re.compile(r"^\[outdated since \d{4}-\d\d-\d\d \d\d:\d\d UTC: "
+                     r"(?:decayed|window ended|superseded by: .*?)\] ", re.DOTALL)
 
 #: Longest quote of a superseding memory in a marker (chosen: one short clause).
 QUOTE_CHARS = 60
@@ -103,6 +110,18 @@ def staleness(item: Any, *, at_s: float, stale_ratio: float, stale: bool | None 
     return Staleness(reason="decayed", since_s=min(since, float(at_s)))
 
 
+def staleness_in(memory: Any, item: Any, at_s: float) -> Staleness | None:
+    """:func:`staleness` of ``item`` (a hit or a record) of ``memory`` (a
+    :class:`~scrubjay.ScrubJayMemory`): its stale threshold, a hit's own stale flag, and its
+    memories' texts for a superseding id."""
+    def text_of(mid: str) -> str | None:
+        return str(memory.get(mid).text) if mid in memory else None
+
+    hit_stale = getattr(item, "stale", None) if hasattr(item, "record") else None
+    return staleness(item, at_s=at_s, stale_ratio=float(memory.config.decay.stale_ratio),
+                     stale=hit_stale if isinstance(hit_stale, bool) else None, lookup=text_of)
+
+
 def decayed_since(value: float, pi: float, tau_s: float, created_at_s: float,
                   updated_at_s: float | None, stale_ratio: float) -> float:
     """When a memory's utility fell below ``stale_ratio`` of its value (see the module doc).
@@ -135,6 +154,15 @@ def marker(st: Staleness) -> str:
 def mark(text: str, st: Staleness | None) -> str:
     """``text`` with the marker of ``st`` before it (unchanged when ``st`` is ``None``)."""
     return text if st is None else f"{marker(st)} {text}"
+
+
+def unmark(text: str) -> str:
+    """``text`` without a leading marker (a marked document given back to a memory).
+
+    >>> unmark("[outdated since 2025-11-24 17:32 UTC: decayed] parked on level 3")
+    'parked on level 3'
+    """
+    return _MARKER.sub("", text, count=1)
 
 
 def stale_metadata(st: Staleness) -> dict[str, Any]:
