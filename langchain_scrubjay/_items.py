@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 from typing import Any
 
 from langgraph.store.base import Item, MatchCondition, SearchItem
-from scrubjay import MemoryRecord
+from scrubjay import MemoryNotFoundError, MemoryRecord, ScrubJayMemory
 
-__all__ = ["ScrubJaySearchItem", "does_match", "encode_namespace", "expired", "memory_id",
-           "plain"]
+__all__ = ["ScrubJaySearchItem", "does_match", "encode_namespace", "expired", "live",
+           "memory_id", "plain"]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 #: Hex digits of the namespace hash (chosen: 64 bits, collisions negligible for any real store).
@@ -76,3 +77,22 @@ def does_match(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
     return all(p == "*" or a == p for a, p in pairs)
 
 
+def live(mem: ScrubJayMemory, records: list[MemoryRecord], now: float,
+         refresh: bool = False) -> list[MemoryRecord]:
+    """``records`` of ``mem`` that have not expired at ``now``; the expired ones are deleted,
+    and with ``refresh`` the expiry of those with a ``ttl`` moves to ``ttl`` minutes from now
+    (their memory is written again, at its original time)."""
+    out = []
+    for rec in records:
+        if expired(rec, now):
+            with contextlib.suppress(MemoryNotFoundError):
+                mem.delete(rec.id)
+        else:
+            out.append(rec)
+    if not refresh:
+        return out
+    renewed = [{"id": r.id, "text": r.text, "context": r.context, "at": r.created_at_s,
+                "metadata": {**r.metadata, "lg_expires": now + 60.0 * float(r.metadata["lg_ttl"])}}
+               for r in out if isinstance(r.metadata.get("lg_ttl"), (int, float))]
+    fresh = {r.id: r for r in mem.add_many(renewed)} if renewed else {}
+    return [fresh.get(r.id, r) for r in out]

@@ -22,7 +22,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Self
 
@@ -42,11 +42,19 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
-from scrubjay import MemoryNotFoundError, MemoryRecord, ScrubJayMemory
+from scrubjay import Hit, MemoryNotFoundError, MemoryRecord, ScrubJayMemory
 from scrubjay.filters import check_filter, matches
 
 from ._convert import record_to_item, value_to_metadata
-from ._items import ScrubJaySearchItem, does_match, encode_namespace, expired, memory_id, plain
+from ._items import (
+    ScrubJaySearchItem,
+    does_match,
+    encode_namespace,
+    expired,
+    live,
+    memory_id,
+    plain,
+)
 from ._search import filtered_search
 
 __all__ = ["ScrubJaySearchItem", "ScrubJayStore", "encode_namespace"]
@@ -153,7 +161,7 @@ class ScrubJayStore(BaseStore):
             out = {}
             for name in sorted(self._stored_names()):
                 mem = self._open(name)
-                if len(mem) == 0 or not self._live(mem):
+                if len(mem) == 0:
                     continue
                 if name not in self._tuples:
                     first = next(iter(mem))
@@ -226,55 +234,47 @@ class ScrubJayStore(BaseStore):
         mems = [m for ns, m in self._namespaces().items() if ns[:n] == op.namespace_prefix]
         want = op.offset + op.limit
         now = self._clock()
+        gone: dict[str, tuple[ScrubJayMemory, MemoryRecord]] = {}
 
-        def matching(rec: MemoryRecord) -> bool:
-            return (not expired(rec, now)
-                    and matches(json.loads(rec.metadata["lg_value"]), op.filter))
+        def matching(rec: MemoryRecord, mem: ScrubJayMemory) -> bool:
+            if expired(rec, now):
+                gone[rec.id] = (mem, rec)
+                return False
+            return matches(json.loads(rec.metadata["lg_value"]), op.filter)
 
         def by_time(indexed: bool | None) -> list[MemoryRecord]:
-            return sorted((r for m in mems for r in self._live(m) if matching(r)
+            return sorted((r for m in mems for r in m if matching(r, m)
                            and (indexed is None or bool(r.metadata.get("lg_indexed")) == indexed)),
                           key=lambda r: (r.created_at_s, r.metadata["lg_key"]))
 
         if not op.query:
-            out: list[SearchItem] = [plain(record_to_item(r))
-                                     for r in by_time(None)[op.offset:want]]
+            found = by_time(None)[op.offset:want]
+            out: list[SearchItem] = [plain(record_to_item(r)) for r in found]
         else:
-            hits = [h for m in mems for h in filtered_search(
-                m, op.query, want, keep=lambda h: bool(h.record.metadata.get("lg_indexed"))
-                and matching(h.record))]
+            def keep_in(mem: ScrubJayMemory) -> Callable[[Hit], bool]:
+                return lambda h: (bool(h.record.metadata.get("lg_indexed"))
+                                  and matching(h.record, mem))
+
+            hits = [h for m in mems for h in filtered_search(m, op.query, want, keep=keep_in(m))]
             hits.sort(key=lambda h: -h.score)
+            found = [h.record for h in hits[op.offset:want]]
             out = [record_to_item(h.record, h) for h in hits[op.offset:want]]
             if len(out) < op.limit:  # like InMemoryStore: unindexed items fill up, unscored
-                out += [plain(record_to_item(r)) for r in by_time(False)[:op.limit - len(out)]]
+                rest = by_time(False)[:op.limit - len(out)]
+                found += rest
+                out += [plain(record_to_item(r)) for r in rest]
+        for mem, rec in gone.values():  # met expired: deleted
+            self._live(mem, [rec])
         if op.refresh_ttl:
-            self._refresh([(it.namespace, it.key) for it in out])
+            self._refresh([(it.namespace, it.key) for it, rec in zip(out, found, strict=True)
+                           if "lg_ttl" in rec.metadata])
         return out
 
     # ------------------------------------------------------------------ TTL
     def _live(self, mem: ScrubJayMemory, records: list[MemoryRecord] | None = None,
               refresh: bool = False) -> list[MemoryRecord]:
-        """``records`` (default: all of ``mem``) that have not expired; the expired ones are
-        deleted, and with ``refresh`` the others' expiry moves to ``ttl`` minutes from now."""
-        now = self._clock()
-        out = []
-        for rec in list(mem) if records is None else records:
-            if expired(rec, now):
-                with contextlib.suppress(MemoryNotFoundError):
-                    mem.delete(rec.id)
-            else:
-                out.append(rec)
-        if refresh:
-            out = [self._refreshed(mem, rec, now) for rec in out]
-        return out
-
-    def _refreshed(self, mem: ScrubJayMemory, rec: MemoryRecord, now: float) -> MemoryRecord:
-        ttl = rec.metadata.get("lg_ttl")
-        if not isinstance(ttl, (int, float)):
-            return rec
-        meta = {**rec.metadata, "lg_expires": now + 60.0 * float(ttl)}
-        return mem.add_many([{"id": rec.id, "text": rec.text, "context": rec.context,
-                              "at": rec.created_at_s, "metadata": meta}])[0]
+        """:func:`live` records of ``mem`` at the store's clock."""
+        return live(mem, list(mem) if records is None else records, self._clock(), refresh)
 
     def _refresh(self, keys: list[tuple[tuple[str, ...], str]]) -> None:
         for namespace, key in keys:
@@ -295,8 +295,10 @@ class ScrubJayStore(BaseStore):
             return removed
 
     def _list(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        namespaces = [ns for ns in self._namespaces()
-                      if all(does_match(c, ns) for c in op.match_conditions or ())]
+        # (every item is read: a namespace whose items all expired is not listed)
+        namespaces = [ns for ns, mem in self._namespaces().items()
+                      if all(does_match(c, ns) for c in op.match_conditions or ())
+                      and self._live(mem)]
         if op.max_depth is not None:
             namespaces = list({ns[:op.max_depth] for ns in namespaces})
         return sorted(namespaces)[op.offset:op.offset + op.limit]
