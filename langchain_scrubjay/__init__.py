@@ -1,6 +1,7 @@
 """LangChain / LangGraph integration for scrubjay: translation only (issue #3).
 
 * :class:`ScrubJayRetriever` - a ``BaseRetriever`` (``scrubjay-mem[langchain]``);
+* :class:`ScrubJayVectorStore` - a ``VectorStore`` (``scrubjay-mem[langchain]``);
 * :class:`ScrubJayStore` - a LangGraph ``BaseStore`` (``scrubjay-mem[langgraph]``);
 * :class:`ScrubJayChatMemory` - a classic-chain ``BaseMemory`` (``scrubjay-mem[classic]``);
 * :func:`create_memory_tools` - remember / recall / revise tools for an agent.
@@ -18,12 +19,14 @@ if TYPE_CHECKING:
     from .retrievers import ScrubJayRetriever
     from .stores import ScrubJaySearchItem, ScrubJayStore
     from .tools import create_memory_tools
+    from .vectorstores import ScrubJayVectorStore
 
 __all__ = [
     "ScrubJayChatMemory",
     "ScrubJayRetriever",
     "ScrubJaySearchItem",
     "ScrubJayStore",
+    "ScrubJayVectorStore",
     "create_memory_tools",
 ]
 
@@ -31,6 +34,7 @@ _WHERE = {
     "ScrubJayRetriever": ".retrievers",
     "ScrubJayStore": ".stores",
     "ScrubJaySearchItem": ".stores",
+    "ScrubJayVectorStore": ".vectorstores",
     "ScrubJayChatMemory": ".memory",
     "create_memory_tools": ".tools",
 }

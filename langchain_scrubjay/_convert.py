@@ -1,9 +1,11 @@
 """The one place that maps scrubjay's types to LangChain's and LangGraph's, and back.
 
-``Hit``/``MemoryRecord`` -> ``Document`` (:func:`hit_to_document`, :func:`record_to_document`),
-``Document`` -> an ``add_many`` item (:func:`document_to_item`), and ``MemoryRecord`` ->
-LangGraph ``Item``/``SearchItem`` (:func:`record_to_item`, :func:`value_to_metadata`). Every
-number that crosses is a native ``float``/``int``/``bool``. No math happens here.
+``Hit``/``MemoryRecord`` -> ``Document`` (:func:`hit_to_document`, :func:`record_to_document`;
+the vector store's :func:`to_user_document`), ``Document`` -> an ``add_many`` item
+(:func:`document_to_item`, :func:`user_document_to_item`), and ``MemoryRecord`` -> LangGraph
+``Item``/``SearchItem`` (:func:`record_to_item`, :func:`value_to_metadata`). Every number that
+crosses is a native ``float``/``int``/``bool``. No math happens here: an outdated memory's
+marker and metadata come from :mod:`scrubjay.explain`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from scrubjay import Hit, MemoryRecord
+from scrubjay.explain import STALE_KEYS, Staleness, mark, stale_metadata, unmark
 
 __all__ = [
     "RESERVED_KEYS",
@@ -24,6 +27,8 @@ __all__ = [
     "hit_to_document",
     "record_to_document",
     "record_to_item",
+    "to_user_document",
+    "user_document_to_item",
     "value_to_metadata",
 ]
 
@@ -33,8 +38,7 @@ __all__ = [
 RESERVED_KEYS = frozenset({
     "id", "context", "created_at", "label", "pi", "tau_s", "value", "source", "annotation",
     "updated_at", "utility", "stale", "score", "paper_score", "what", "where", "when", "graph",
-    "weights",
-    "from_buffer",
+    "weights", "from_buffer", *STALE_KEYS,
 })
 
 
@@ -51,9 +55,18 @@ def record_to_document(rec: MemoryRecord) -> Document:
     return Document(page_content=rec.text, metadata=meta, id=str(rec.id))
 
 
-def hit_to_document(hit: Hit) -> Document:
-    """A search hit as a ``Document`` carrying its utility, stale flag, score and breakdown."""
+def hit_to_document(hit: Hit, outdated: Staleness | None = None, *,
+                    mark_stale: bool = True) -> Document:
+    """A search hit as a ``Document`` carrying its utility, stale flag, score and breakdown.
+
+    When ``outdated`` (see :func:`scrubjay.explain.staleness`), the page content starts with
+    the marker (unless ``mark_stale=False``) and the metadata says why and since when.
+    """
     doc = record_to_document(hit.record)
+    if outdated is not None:
+        if mark_stale:
+            doc.page_content = mark(doc.page_content, outdated)
+        doc.metadata.update(stale_metadata(outdated))
     doc.metadata.update({
         "utility": float(hit.utility), "stale": bool(hit.stale), "score": float(hit.score),
         "paper_score": float(hit.paper_score),
@@ -61,7 +74,26 @@ def hit_to_document(hit: Hit) -> Document:
         "graph": float(hit.graph), "weights": [float(w) for w in hit.weights],
         "from_buffer": bool(hit.from_buffer),
     })
+    doc.metadata["stale"] = outdated is not None or bool(hit.stale)
     return doc
+
+
+def to_user_document(rec: MemoryRecord, outdated: Staleness | None = None, *,
+                     mark_stale: bool = True) -> Document:
+    """The vector store's ``Document``: the text and metadata exactly as added, plus, for an
+    outdated memory, the marker (unless ``mark_stale=False``) and the ``stale_*`` metadata."""
+    meta: dict[str, Any] = dict(rec.metadata)
+    text = rec.text
+    if outdated is not None:
+        meta.update(stale_metadata(outdated))
+        if mark_stale:
+            text = mark(text, outdated)
+    return Document(page_content=text, metadata=meta, id=str(rec.id))
+
+
+def _time_of(meta: Mapping[str, Any]) -> Any:
+    at = meta.get("created_at")
+    return datetime.fromisoformat(at) if isinstance(at, str) else at
 
 
 def document_to_item(doc: Document, id: str | None = None) -> dict[str, Any]:
@@ -71,12 +103,27 @@ def document_to_item(doc: Document, id: str | None = None) -> dict[str, Any]:
     remaining metadata, minus :data:`RESERVED_KEYS`, is kept as the memory's metadata.
     """
     meta = dict(doc.metadata or {})
-    item: dict[str, Any] = {"text": doc.page_content,
+    item: dict[str, Any] = {"text": unmark(doc.page_content),
                             "context": str(meta.get("context") or ""),
                             "metadata": {k: v for k, v in meta.items() if k not in RESERVED_KEYS}}
-    at = meta.get("created_at")
-    if isinstance(at, str):
-        at = datetime.fromisoformat(at)
+    at = _time_of(meta)
+    if at is not None:
+        item["at"] = at
+    mid = id if id is not None else doc.id
+    if mid is not None:
+        item["id"] = str(mid)
+    return item
+
+
+def user_document_to_item(doc: Document, id: str | None = None) -> dict[str, Any]:
+    """The vector store's ``add_many`` item: the metadata is kept whole (minus the ``stale_*``
+    keys a search wrote); a str ``context`` and a ``created_at`` in it also become the memory's
+    context and time."""
+    meta = {k: v for k, v in (doc.metadata or {}).items() if k not in STALE_KEYS}
+    context = meta.get("context")
+    item: dict[str, Any] = {"text": unmark(doc.page_content), "metadata": meta,
+                            "context": context if isinstance(context, str) else ""}
+    at = _time_of(meta)
     if at is not None:
         item["at"] = at
     mid = id if id is not None else doc.id
@@ -107,7 +154,7 @@ def record_to_item(rec: MemoryRecord, hit: Hit | None = None) -> Any:
     """The LangGraph ``Item`` stored in ``rec`` (a ``ScrubJaySearchItem`` when from a hit)."""
     from langgraph.store.base import Item
 
-    from .stores import ScrubJaySearchItem
+    from ._items import ScrubJaySearchItem
 
     meta = rec.metadata
     created = epoch_to_datetime(rec.created_at_s)

@@ -1,8 +1,10 @@
-"""Filtered search over the core's ranking, by over-fetching.
+"""Filtered search over the core's ranking, by over-fetching (:func:`scrubjay.filters.top_matching`).
 
 The core's ``ScrubJayMemory.search`` has no metadata filter, so the integrations ask it for more
 hits than they need and keep the ones that pass, widening until ``k`` pass or the namespace is
-exhausted. The ranking itself is the core's; nothing is re-scored here.
+exhausted. Filters are Chroma ``where`` filters (:mod:`scrubjay.filters`), checked before the
+search: an unsupported operator raises :class:`scrubjay.FilterError`. The ranking itself is the
+core's; nothing is re-scored here.
 """
 
 from __future__ import annotations
@@ -12,65 +14,34 @@ from datetime import datetime
 from typing import Any
 
 from scrubjay import Hit, ScrubJayMemory
+from scrubjay.filters import check_filter, matches, top_matching
 
-__all__ = ["filtered_search", "metadata_matches"]
-
-#: First over-fetch factor (chosen: one widening usually suffices for a selective filter).
-OVERFETCH = 4
+__all__ = ["filtered_search", "query_time"]
 
 
 def filtered_search(memory: ScrubJayMemory, query: str, k: int, *,
-                    keep: Callable[[Hit], bool] | None = None, context: str = "",
-                    at: float | datetime | None = None) -> list[Hit]:
-    """The best ``k`` hits of ``memory.search`` for which ``keep(hit)`` holds, best first."""
-    if keep is None:
-        return memory.search(query, context=context, k=k, at=at)
-    total = len(memory)
-    n = min(max(OVERFETCH * k, k), max(total, 1))
-    while True:
-        hits = memory.search(query, context=context, k=n, at=at)
-        kept = [h for h in hits if keep(h)]
-        if len(kept) >= k or n >= total or len(hits) < n:
-            return kept[:k]
-        n = min(OVERFETCH * n, total)
+                    keep: Callable[[Hit], bool] | None = None,
+                    where: Mapping[str, Any] | None = None, include_stale: bool = True,
+                    context: str = "", at: float | datetime | None = None,
+                    query_vector: Any = None) -> list[Hit]:
+    """The best ``k`` hits of ``memory.search`` whose user metadata matches ``where``, that are
+    fresh unless ``include_stale``, and for which ``keep(hit)`` holds; best first."""
+    check_filter(where)
+    conditions = [c for c in (keep,
+                              (lambda h: matches(h.record.metadata, where)) if where else None,
+                              None if include_stale else (lambda h: not h.stale)) if c]
+
+    def search(n: int) -> list[Hit]:
+        return memory.search(query, context=context, k=n, at=at, query_vector=query_vector)
+
+    if not conditions:
+        return search(k)
+    return top_matching(search, k, len(memory),
+                        lambda h: all(condition(h) for condition in conditions))
 
 
-def metadata_matches(metadata: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
-    """LangGraph's filter semantics: equality, nested dicts, or ``$eq/$ne/$gt/$gte/$lt/$lte``."""
-    if not flt:
-        return True
-    return all(_compare(metadata.get(key), want) for key, want in flt.items())
-
-
-def _compare(value: Any, want: Any) -> bool:
-    if isinstance(want, Mapping):
-        if any(str(k).startswith("$") for k in want):
-            return all(_operator(value, op, arg) for op, arg in want.items())
-        return isinstance(value, Mapping) and all(_compare(value.get(k), v)
-                                                  for k, v in want.items())
-    if isinstance(want, (list, tuple)):
-        return (isinstance(value, (list, tuple)) and len(value) == len(want)
-                and all(_compare(v, w) for v, w in zip(value, want, strict=True)))
-    return bool(value == want)
-
-
-def _operator(value: Any, op: str, arg: Any) -> bool:
-    if op == "$eq":
-        return bool(value == arg)
-    if op == "$ne":
-        return bool(value != arg)
-    if value is None:
-        return False
-    try:
-        a, b = float(value), float(arg)
-    except (TypeError, ValueError):
-        return False
-    if op == "$gt":
-        return a > b
-    if op == "$gte":
-        return a >= b
-    if op == "$lt":
-        return a < b
-    if op == "$lte":
-        return a <= b
-    raise ValueError(f"Unsupported filter operator {op!r}; use $eq, $ne, $gt, $gte, $lt, $lte.")
+def query_time(memory: ScrubJayMemory, at: float | datetime | None) -> float:
+    """The query time in epoch seconds: ``at``, or the memory's clock."""
+    if at is None:
+        return memory.now()
+    return at.timestamp() if isinstance(at, datetime) else float(at)

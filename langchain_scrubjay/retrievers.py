@@ -16,10 +16,12 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, model_validator
-from scrubjay import Hit, ScrubJayMemory
+from scrubjay import ScrubJayMemory
+from scrubjay.explain import staleness_in
+from scrubjay.filters import check_filter
 
 from ._convert import document_to_item, hit_to_document
-from ._search import filtered_search, metadata_matches
+from ._search import filtered_search, query_time
 
 __all__ = ["ScrubJayRetriever"]
 
@@ -47,6 +49,10 @@ class ScrubJayRetriever(BaseRetriever):
             The query time (default: the memory's clock); per call with ``at=``.
         include_stale: bool
             Whether stale memories may be returned.
+        filter: dict | None
+            A Chroma ``where`` filter over the documents' metadata; per call with ``filter=``.
+        mark_stale: bool
+            Start a stale memory's page content with ``[outdated since ...: why]``.
 
     Instantiate:
         .. code-block:: python
@@ -83,7 +89,10 @@ class ScrubJayRetriever(BaseRetriever):
 
         Each document's metadata carries ``id``, ``label``, ``pi``, ``tau_s``, ``utility``,
         ``stale``, ``score`` and its components ``what``, ``where``, ``when``, ``graph``
-        (with ``weights``), besides the metadata it was added with.
+        (with ``weights``), besides the metadata it was added with. A stale memory's page
+        content starts with ``[outdated since 2025-11-24 17:32 UTC: decayed]`` (or
+        ``superseded by: ...`` / ``window ended``) and its metadata adds ``stale_reason``,
+        ``stale_since`` (ISO 8601) and ``stale_since_s`` (epoch seconds).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -99,7 +108,14 @@ class ScrubJayRetriever(BaseRetriever):
     include_stale: bool = True
     """Return stale memories too (flagged ``stale=True``); ``False`` drops them."""
     filter: dict[str, Any] | None = None
-    """Keep only memories whose metadata matches (LangGraph filter semantics; over-fetched)."""
+    """Keep only memories whose metadata matches this Chroma ``where`` filter (over-fetched)."""
+    mark_stale: bool = True
+    """Start a stale memory's page content with a marker saying why and since when it is
+    outdated (``False``: the text as stored; the metadata says it either way)."""
+
+    def __init__(self, **data: Any) -> None:
+        check_filter(data.get("filter"))  # FilterError itself, not pydantic's wrapper
+        super().__init__(**data)
 
     @model_validator(mode="before")
     @classmethod
@@ -116,17 +132,15 @@ class ScrubJayRetriever(BaseRetriever):
                 at: float | datetime | None = None, include_stale: bool | None = None,
                 filter: dict[str, Any] | None = None) -> list[Document]:
         n = self.k if k is None else int(k)
-        stale_ok = self.include_stale if include_stale is None else include_stale
-        flt = self.filter if filter is None else filter
-
-        def keep(hit: Hit) -> bool:
-            return (stale_ok or not hit.stale) and metadata_matches(hit.record.metadata, flt)
-
+        when = self.at if at is None else at
         hits = filtered_search(self.memory, query, n,
-                               keep=None if stale_ok and not flt else keep,
-                               context=self.context if context is None else context,
-                               at=self.at if at is None else at)
-        return [hit_to_document(h) for h in hits]
+                               where=self.filter if filter is None else filter,
+                               include_stale=self.include_stale if include_stale is None
+                               else include_stale,
+                               context=self.context if context is None else context, at=when)
+        t_q = query_time(self.memory, when)
+        return [hit_to_document(h, staleness_in(self.memory, h, t_q), mark_stale=self.mark_stale)
+                for h in hits]
 
     def _get_relevant_documents(self, query: str, *,
                                 run_manager: CallbackManagerForRetrieverRun,

@@ -6,6 +6,11 @@ One function each way, with a round-trip test (``tests/llamaindex/test_convert.p
   ``NodeWithScore``, every number a native ``float`` and the memory id as the node id.
 - :func:`node_to_item`: any LlamaIndex node (``Document``, ``TextNode``, ...) -> one item for
   :meth:`scrubjay.ScrubJayMemory.add_many`.
+- :func:`filters_to_where`: LlamaIndex ``MetadataFilters`` -> a Chroma ``where`` filter
+  (:mod:`scrubjay.filters`).
+
+An outdated memory's node text starts with the marker of :mod:`scrubjay.explain`
+(``[outdated since ...: decayed]``) and its metadata says why and since when.
 
 Metadata written onto a node (the keys of :data:`SCRUBJAY_KEYS`) sit beside the memory's own
 metadata and win a name clash. When a node goes back into a memory, ``context`` and ``created_at``
@@ -21,11 +26,18 @@ from datetime import date, datetime
 from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
-from scrubjay import Hit, InvalidInputError, MemoryRecord
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilters,
+)
+from scrubjay import FilterError, Hit, InvalidInputError, MemoryRecord
+from scrubjay.explain import STALE_KEYS, Staleness, mark, stale_metadata, unmark
 
 __all__ = [
     "LLM_VISIBLE_KEYS",
     "SCRUBJAY_KEYS",
+    "filters_to_where",
     "hit_to_node",
     "jsonable",
     "node_to_item",
@@ -106,9 +118,21 @@ def record_to_node(record: MemoryRecord) -> TextNode:
                     excluded_llm_metadata_keys=hidden, excluded_embed_metadata_keys=hidden)
 
 
-def hit_to_node(hit: Hit) -> NodeWithScore:
-    """A ``NodeWithScore`` for one search hit; the score components travel in the metadata."""
+def hit_to_node(hit: Hit, outdated: Staleness | None = None, *,
+                mark_stale: bool = True) -> NodeWithScore:
+    """A ``NodeWithScore`` for one search hit; the score components travel in the metadata.
+
+    When ``outdated`` (see :func:`scrubjay.explain.staleness`), the text starts with the marker
+    (unless ``mark_stale=False``) and the metadata says why and since when.
+    """
     node = record_to_node(hit.record)
+    if outdated is not None:
+        if mark_stale:
+            node.set_content(mark(node.get_content(), outdated))
+        node.metadata.update(stale_metadata(outdated))
+        extra = [k for k in STALE_KEYS if k != "stale"]  # the marker already tells the LLM
+        node.excluded_llm_metadata_keys += extra
+        node.excluded_embed_metadata_keys += extra
     w_what, w_where, w_when, w_graph = (float(w) for w in hit.weights)
     node.metadata.update({
         "score": float(hit.score), "paper_score": float(hit.paper_score),
@@ -117,6 +141,7 @@ def hit_to_node(hit: Hit) -> NodeWithScore:
         "weight_what": w_what, "weight_where": w_where, "weight_when": w_when,
         "weight_graph": w_graph, "from_buffer": bool(hit.from_buffer),
     })
+    node.metadata["stale"] = outdated is not None or bool(hit.stale)
     return NodeWithScore(node=node, score=float(hit.score))
 
 
@@ -139,14 +164,50 @@ def node_to_item(node: BaseNode, context: str = "") -> dict[str, Any]:
     elif not isinstance(ctx, str):
         ctx = str(ctx)
     created = meta.pop("created_at", None)
-    for key in SCRUBJAY_KEYS:
+    for key in (*SCRUBJAY_KEYS, *STALE_KEYS):
         meta.pop(key, None)
     item: dict[str, Any] = {
         "id": node.node_id,
-        "text": node.get_content(metadata_mode=MetadataMode.NONE),
+        "text": unmark(node.get_content(metadata_mode=MetadataMode.NONE)),
         "context": ctx,
         "metadata": {str(k): jsonable(v) for k, v in meta.items()},
     }
     if created is not None:
         item["at"] = parse_time(created)
     return item
+
+
+_OPERATORS = {FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt",
+              FilterOperator.GTE: "$gte", FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte",
+              FilterOperator.IN: "$in", FilterOperator.NIN: "$nin"}
+_CONDITIONS = {FilterCondition.AND: "$and", FilterCondition.OR: "$or"}
+
+
+def filters_to_where(filters: MetadataFilters | None) -> dict[str, Any] | None:
+    """LlamaIndex ``MetadataFilters`` (nested ones too) as a Chroma ``where`` filter.
+
+    ``==, !=, >, >=, <, <=, in, nin`` and the ``and``/``or`` conditions translate; any other
+    operator or condition raises :class:`scrubjay.FilterError` naming it.
+    """
+    if filters is None:
+        return None
+    parts: list[dict[str, Any]] = []
+    for f in filters.filters:
+        if isinstance(f, MetadataFilters):
+            sub = filters_to_where(f)
+            if sub:
+                parts.append(sub)
+            continue
+        op = _OPERATORS.get(f.operator)
+        if op is None:
+            raise FilterError(f"The LlamaIndex filter operator {f.operator.value!r} is not "
+                              "supported; use one of ==, !=, >, >=, <, <=, in, nin. Got "
+                              f"{f!r} instead.")
+        parts.append({f.key: {op: f.value}})
+    condition = filters.condition or FilterCondition.AND
+    if condition not in _CONDITIONS:
+        raise FilterError(f"The LlamaIndex filter condition {condition.value!r} is not "
+                          f"supported; use 'and' or 'or'. Got {filters!r} instead.")
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {_CONDITIONS[condition]: parts}

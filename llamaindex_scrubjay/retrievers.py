@@ -13,9 +13,12 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
-from scrubjay import InvalidInputError, MemoryRecord, ScrubJayMemory
+from llama_index.core.vector_stores.types import MetadataFilters
+from scrubjay import Hit, InvalidInputError, MemoryRecord, ScrubJayMemory
+from scrubjay.explain import staleness_in
+from scrubjay.filters import check_filter, matches, top_matching
 
-from ._convert import hit_to_node, node_to_item
+from ._convert import filters_to_where, hit_to_node, node_to_item
 from .embeddings import as_scrubjay_embedder
 
 __all__ = ["ScrubJayRetriever"]
@@ -42,9 +45,15 @@ class ScrubJayRetriever(BaseRetriever):
         at: float | datetime | None
             When the question is asked; ``None`` means the memory's clock at each query.
         exclude_stale: bool
-            Drop hits whose utility has decayed below the stale threshold (so fewer than
-            ``similarity_top_k`` may come back). Default ``False``: stale hits are ranked low and
-            flagged ``metadata["stale"] == True``.
+            Drop hits whose utility has decayed below the stale threshold. Default ``False``:
+            stale hits are ranked low, flagged ``metadata["stale"] == True`` and their text
+            starts with ``[outdated since ...: decayed]``.
+        filters: MetadataFilters | None
+            Keep only memories whose metadata passes (``==, !=, >, >=, <, <=, in, nin``, with
+            ``and``/``or`` conditions, nested); another operator raises ``FilterError``.
+        mark_stale: bool
+            Start a stale memory's text with the outdated marker (default ``True``; the
+            metadata says ``stale``, ``stale_reason`` and ``stale_since`` either way).
 
     Instantiate:
         .. code-block:: python
@@ -79,6 +88,7 @@ class ScrubJayRetriever(BaseRetriever):
 
     def __init__(self, memory: ScrubJayMemory, *, similarity_top_k: int = 5, context: str = "",
                  at: Timestamp | None = None, exclude_stale: bool = False,
+                 filters: MetadataFilters | None = None, mark_stale: bool = True,
                  callback_manager: CallbackManager | None = None, verbose: bool = False) -> None:
         owner = "ScrubJayRetriever"
         if not isinstance(memory, ScrubJayMemory):
@@ -91,6 +101,8 @@ class ScrubJayRetriever(BaseRetriever):
         if not isinstance(context, str):
             raise InvalidInputError(f"The 'context' parameter of {owner} must be a str. "
                                     f"Got {type(context).__name__} instead.")
+        where = filters_to_where(filters)
+        check_filter(where)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self._memory = memory
         self._owns_memory = False
@@ -102,6 +114,11 @@ class ScrubJayRetriever(BaseRetriever):
         """When the question is asked; ``None`` for the memory's clock."""
         self.exclude_stale = exclude_stale
         """Drop stale hits instead of returning them flagged."""
+        self.filters = filters
+        """The metadata filters every query applies."""
+        self._where = where
+        self.mark_stale = mark_stale
+        """Start a stale memory's text with the outdated marker."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -188,9 +205,18 @@ class ScrubJayRetriever(BaseRetriever):
 
     # ------------------------------------------------------------------ retrieve
     def _search(self, query: str) -> list[NodeWithScore]:
-        hits = self._memory.search(query, context=self.context, k=self.similarity_top_k,
-                                   at=self.at, exclude_stale=self.exclude_stale)
-        return [hit_to_node(h) for h in hits]
+        mem, k, where = self._memory, self.similarity_top_k, self._where
+
+        def search(n: int) -> list[Hit]:
+            return mem.search(query, context=self.context, k=n, at=self.at,
+                              exclude_stale=self.exclude_stale)
+
+        hits = search(k) if not where else top_matching(
+            search, k, len(mem), lambda h: matches(h.record.metadata, where))
+        t_q = mem.now() if self.at is None else (
+            self.at.timestamp() if isinstance(self.at, datetime) else float(self.at))
+        return [hit_to_node(h, staleness_in(mem, h, t_q), mark_stale=self.mark_stale)
+                for h in hits]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._search(query_bundle.query_str)

@@ -32,6 +32,7 @@ __all__ = [
     "LlamaIndexEmbedder",
     "WordLlamaEmbedder",
     "as_embedder",
+    "checked_query_vector",
 ]
 
 logger = logging.getLogger(__name__)
@@ -285,3 +286,18 @@ def as_embedder(obj: Any = None) -> Embedder:
         "The 'embedder' parameter of ScrubJayMemory must be None (the bundled model), a LangChain "
         "Embeddings, a LlamaIndex embedding, an Embedder or a callable texts -> vectors. "
         f"Got {type(obj).__name__} instead.")
+
+
+def checked_query_vector(vector: Any, dim: int, owner: str) -> NDArray[np.float32]:
+    """A caller's query embedding as the unit ``(dim,)`` float32 vector a search compares.
+
+    Raises :class:`InvalidInputError` unless ``vector`` is ``dim`` finite numbers, not all 0.
+    """
+    try:
+        arr = np.asarray(vector, dtype=np.float64)
+    except (TypeError, ValueError):
+        arr = np.zeros(0)
+    if arr.shape != (dim,) or not np.all(np.isfinite(arr)) or not np.any(arr):
+        raise InvalidInputError(f"The 'query_vector' parameter of {owner} must be {dim} finite "
+                                f"numbers, not all 0. Got shape {arr.shape} instead.")
+    return l2_normalize(arr)

@@ -8,6 +8,7 @@ also inherits the builtin a caller would naturally catch::
     │   └── EmbedderMismatchError            a store was written with another embedder
     ├── InvalidInputError(ValueError, TypeError)  bad argument to the public API
     │   └── InvalidNamespaceError            a namespace that cannot name a collection safely
+    ├── FilterError(ValueError)              a metadata filter outside the supported grammar
     ├── MemoryNotFoundError(KeyError)        no memory with that id in this namespace
     ├── EmbeddingError(RuntimeError)         the embedder failed or returned unusable vectors
     ├── LLMError(RuntimeError)               a chat model failed, hung or answered off-format
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "EmbedderMismatchError",
     "EmbeddingError",
+    "FilterError",
     "InvalidInputError",
     "InvalidNamespaceError",
     "LLMError",
@@ -53,6 +55,11 @@ class InvalidInputError(ScrubJayError, ValueError, TypeError):
 
 class InvalidNamespaceError(InvalidInputError):
     """A namespace name that cannot be mapped safely onto Chroma collections."""
+
+
+class FilterError(ScrubJayError, ValueError):
+    """A metadata filter uses an operator or an operand outside :mod:`scrubjay.filters`'s
+    grammar; the message names it."""
 
 
 class MemoryNotFoundError(ScrubJayError, KeyError):

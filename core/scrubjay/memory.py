@@ -43,7 +43,7 @@ from .buffer import BufferState, select_buffer, task_probability
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import utility
-from .embedding import Embedder, WordLlamaEmbedder, as_embedder
+from .embedding import Embedder, WordLlamaEmbedder, as_embedder, checked_query_vector
 from .errors import (
     EmbedderMismatchError,
     InvalidInputError,
@@ -304,31 +304,34 @@ class ScrubJayMemory:
 
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,
-               at: Timestamp | None = None, *, exclude_stale: bool = False) -> list[Hit]:
+               at: Timestamp | None = None, *, exclude_stale: bool = False,
+               query_vector: Any = None) -> list[Hit]:
         """The ``k`` best memories for ``query`` asked in ``context`` at time ``at``.
 
         Each :class:`Hit` carries its score, utility, stale flag and the score's breakdown.
         With ``exclude_stale=True`` only memories that are not stale at ``at`` compete (still
-        ``k`` of them when there are enough).
+        ``k`` of them when there are enough). ``query_vector`` (the embedder's dimension) is
+        compared instead of ``query``'s embedding; ``query`` may then be empty.
         """
         owner = "ScrubJayMemory.search"
-        check_text(query, "query", owner)
+        check_text(query, "query", owner, allow_empty=query_vector is not None)
         check_text(context, "context", owner, allow_empty=True)
         k = check_k(k, owner)
         with self._lock:
             self._check_open()
             return self._backend.searching(
-                lambda: self._search(query, context, k, at, exclude_stale))
+                lambda: self._search(query, context, k, at, exclude_stale, query_vector))
 
     def _search(self, query: str, context: str, k: int, at: Timestamp | None,
-                exclude_stale: bool) -> list[Hit]:
+                exclude_stale: bool, query_vector: Any = None) -> list[Hit]:
         """:meth:`search` once the memory is current (the caller holds the lock)."""
         owner = "ScrubJayMemory.search"
         t_q = self._time(at, owner)
         backend = self._backend
         if backend.dim is None or backend.known_empty():
             return []
-        e_q = self._embed([query], query=True)[0]
+        e_q = (self._embed([query], query=True)[0] if query_vector is None
+               else checked_query_vector(query_vector, backend.dim, owner))
         c_q = self._embed([context], query=True)[0]
         # np.linalg.norm of a vector is sqrt(x . x): the same float, without its checks
         weights = adaptive_weights(query, float(np.sqrt(e_q.dot(e_q))),

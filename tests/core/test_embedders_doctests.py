@@ -17,7 +17,7 @@ from scrubjay.embedding import (
 )
 
 MODULES = ["types", "decay", "unit", "scoring", "config", "perishability", "rci", "graph", "buffer",
-           "consolidation", "memory", "estimator", "codec"]
+           "consolidation", "memory", "estimator", "codec", "filters", "explain"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -14,7 +14,8 @@ EXPECTED = {
     "DecayConfig", "WeightConfig", "GraphConfig", "RCIConfig", "BufferConfig",
     "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "ScrubJayError",
     "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
-    "MemoryNotFoundError", "EmbeddingError", "LLMError", "StoreError", "StoreLockedError",
+    "MemoryNotFoundError", "EmbeddingError", "FilterError", "LLMError", "StoreError",
+    "StoreLockedError",
     "__version__",
 }
 
@@ -33,7 +34,8 @@ def test_exception_tree() -> None:
              errors.EmbeddingError: RuntimeError, errors.LLMError: RuntimeError,
              errors.StoreLockedError: errors.StoreError,
              errors.EmbedderMismatchError: errors.ConfigError,
-             errors.InvalidNamespaceError: errors.InvalidInputError}
+             errors.InvalidNamespaceError: errors.InvalidInputError,
+             errors.FilterError: ValueError}
     for exc, base in pairs.items():
         assert issubclass(exc, errors.ScrubJayError) and issubclass(exc, base)
 

@@ -11,9 +11,26 @@ from langchain_scrubjay._convert import (
     document_to_item,
     hit_to_document,
     record_to_document,
+    to_user_document,
+    user_document_to_item,
 )
 
 T0 = 1_764_000_000.0
+
+
+def test_vector_store_document_round_trip(clock, embedder) -> None:
+    from scrubjay.explain import Staleness
+
+    doc = Document("I am parked on level 3", id="car",
+                   metadata={"id": 7, "context": "at the mall", "created_at": T0 - 60})
+    item = user_document_to_item(doc)
+    assert item == {"id": "car", "text": doc.page_content, "context": "at the mall",
+                    "at": T0 - 60, "metadata": dict(doc.metadata)}
+    rec = ScrubJayMemory(embedder=embedder, clock=clock).add_many([item])[0]
+    assert to_user_document(rec) == doc
+    marked = to_user_document(rec, Staleness(reason="decayed", since_s=T0))
+    assert marked.page_content.startswith("[outdated since ") and marked.metadata["stale"]
+    assert user_document_to_item(marked) == item           # marker and stale keys dropped
 
 
 def test_record_document_round_trip(clock, embedder) -> None:

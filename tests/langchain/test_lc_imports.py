@@ -8,7 +8,7 @@ import sys
 import langchain_scrubjay
 
 EXPECTED = ["ScrubJayRetriever", "ScrubJayStore", "ScrubJaySearchItem", "ScrubJayChatMemory",
-            "create_memory_tools"]
+            "ScrubJayVectorStore", "create_memory_tools"]
 
 
 def test_all_is_pinned() -> None:

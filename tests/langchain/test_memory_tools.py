@@ -35,69 +35,48 @@ def test_tools_remember_recall_revise(clock, embedder) -> None:
     remember, recall, revise = create_memory_tools(mem, context="chat")
     assert [t.name for t in (remember, recall, revise)] == ["remember", "recall", "revise"]
     assert set(remember.args) == {"text", "context"} and set(recall.args) == {"query", "k"}
+    assert set(revise.args) == {"memory_id", "new_information"}
     out = remember.invoke({"text": "The user likes green tea", "context": "kitchen"})
     rec = next(iter(mem))
     assert rec.id in out and rec.context == "kitchen"
-    assert "green tea" in recall.invoke({"query": "which tea", "k": 1})
-    before = mem.get(rec.id).value
-    msg = revise.invoke({"new_information": "The user no longer likes green tea"})
-    assert "Revised 1 memories" in msg and mem.get(rec.id).value < before   # RCI ran
-    assert len(mem) == 2 and mem.get(rec.id).updated_at_s == clock()
+    found = recall.invoke({"query": "which tea", "k": 1})
+    assert "green tea" in found and f"id {rec.id}" in found
+    clock.advance(minutes=5)
+    msg = revise.invoke({"memory_id": rec.id, "new_information": "The user now prefers coffee"})
+    assert f"Revised {rec.id}" in msg and "green tea" in msg
+    now = mem.get(rec.id)
+    assert now.text == "The user now prefers coffee" and now.context == "kitchen"
+    assert now.created_at_s == clock() and len(mem) == 1
+    assert "No memory with id 'nope'" in revise.invoke({"memory_id": "nope",
+                                                        "new_information": "x"})
 
 
-class _UpdateFailsOnce:
-    """A Chroma collection whose second ``update`` call raises (a transient failure)."""
-
-    def __init__(self, col: Any) -> None:
-        self._col, self.calls = col, 0
-
-    def __getattr__(self, name: str) -> Any:
-        real = getattr(self._col, name)
-        if name != "update":
-            return real
-
-        def update(**kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls == 2:
-                raise RuntimeError("disk full")
-            return real(**kwargs)
-        return update
-
-
-def test_a_revise_that_raised_and_is_retried_is_the_same_rci_event(
-        clock, embedder, monkeypatch) -> None:
-    """An agent retries a tool call that raised with the same words, later. The RCI update
-    failed part-way (written in calls of 2 rows here): the retry takes the first call's time,
-    so it is the same event, the memories updated before the failure are not updated twice,
-    and the store ends as one clean run leaves it."""
-    import scrubjay.store as store_module
-    from scrubjay import ScrubJayError
-
-    monkeypatch.setattr(store_module, "_UPDATE_BATCH", 2)
-    monkeypatch.setattr(store_module, "_WRITE_BATCH", 2)
-    items = [{"id": f"m{i}", "text": f"The user's sister lives in Oslo, note {i}"}
-             for i in range(6)]
-    news = {"new_information": "The user's sister no longer lives in Oslo"}
-    control = ScrubJayMemory(embedder=embedder, clock=clock)
-    control.add_many(items)
-    control_revise = create_memory_tools(control, context="chat")[2]
-    assert "Revised 6 memories" in control_revise.invoke(news)
-    expected = {r.id: r for r in control}
-
+def test_revise_changes_only_the_memory_it_names(clock, embedder) -> None:
+    """RCI (``integrate``) updates every memory whose text is close to the news: "The user's
+    sister moved to Bergen" lowered "The user's sister is a doctor". The tool changes only the
+    memory the agent names."""
     mem = ScrubJayMemory(embedder=embedder, clock=clock)
-    mem.add_many(items)
+    mem.add_many([{"id": "oslo", "text": "The user's sister lives in Oslo", "context": "chat",
+                   "metadata": {"topic": "family"}},
+                  {"id": "doctor", "text": "The user's sister is a doctor", "context": "chat"},
+                  {"id": "tea", "text": "The user likes green tea", "context": "chat"}])
+    others = {r.id: r for r in mem if r.id != "oslo"}
     revise = create_memory_tools(mem, context="chat")[2]
-    real = mem._store.what
-    mem._store.what = failing = _UpdateFailsOnce(real)
-    with pytest.raises(ScrubJayError):
-        revise.invoke(news)
-    assert failing.calls == 2, "one update call landed before the failure"
-    mem._store.what = real
-    clock.advance(minutes=3)
-    assert "stored the new information" in revise.invoke(news)
-    assert {r.id: r for r in mem} == expected
-    control.close()
-    mem.close()
+    revise.invoke({"memory_id": "oslo", "new_information": "The user's sister lives in Bergen"})
+    assert {r.id: r for r in mem if r.id != "oslo"} == others
+    oslo = mem.get("oslo")
+    assert oslo.text == "The user's sister lives in Bergen"
+    assert oslo.metadata == {"topic": "family"} and oslo.context == "chat" and len(mem) == 3
+
+
+def test_recall_ranks_content_above_context(clock, embedder) -> None:
+    mem = ScrubJayMemory(embedder=embedder, clock=clock)
+    mem.add("The user likes green tea", context="kitchen")
+    mem.add("The meeting moved to Friday", context="chat")
+    mem.add("The user's sister lives in Oslo", context="chat")
+    recall = create_memory_tools(mem, context="chat")[1]
+    lines = recall.invoke({"query": "which tea does the user like"}).splitlines()
+    assert lines[0].startswith("- The user likes green tea")
 
 
 class _ToolCallingFake(GenericFakeChatModel):

@@ -56,8 +56,8 @@ def test_stale_hits_are_flagged_or_excluded(retriever: ScrubJayRetriever,
                                             clock: FrozenClock) -> None:
     retriever.similarity_top_k = 2
     clock.advance(days=2)
-    flagged = {n.node.text: n.node.metadata["stale"] for n in retriever.retrieve("park")}
-    assert flagged == {PARKED: True, SISTER: False}
+    flagged = {n.node.node_id: n.node.metadata["stale"] for n in retriever.retrieve("park")}
+    assert flagged == {"car": True, "sister": False}
     retriever.exclude_stale = True
     assert [n.node.text for n in retriever.retrieve("park")] == [SISTER]
 
