@@ -17,6 +17,7 @@ from scrubjay.errors import InvalidInputError, LLMError
 from scrubjay.supersession import (
     DEFAULT_MODEL,
     FEATURES,
+    POOL_MODEL,
     Statement,
     Supersession,
     SupersessionModel,
@@ -220,27 +221,38 @@ def report() -> dict[str, object]:
     return bench.run_supersession(embedder="wordllama", data_dir=None)
 
 
-def test_cross_validation_meets_the_targets_and_reproduces_the_shipped_model(report) -> None:
-    cv, fitted = report["cv"], report["fitted_model"]
+@pytest.mark.parametrize(("protocol", "shipped"), [("pairs", DEFAULT_MODEL),
+                                                   ("pool", POOL_MODEL)])
+def test_cross_validation_reproduces_the_shipped_models(report, protocol, shipped) -> None:
+    fitted = report["protocols"][protocol]["fitted_model"]
+    assert fitted["threshold"] == shipped.threshold
+    assert fitted["bias"] == pytest.approx(shipped.bias, abs=2e-3)
+    np.testing.assert_allclose(list(fitted["weights"].values()), shipped.weights, atol=2e-3)
+    assert report["protocols"][protocol]["cv"]["cv_precision"] >= bench.CV_PRECISION_FLOOR
+
+
+def test_cross_validation_on_pairs_meets_the_targets(report) -> None:
+    cv = report["protocols"]["pairs"]["cv"]
     assert cv["cv_precision"] >= 0.95 and cv["cv_recall"] >= 0.85
-    assert fitted["threshold"] == DEFAULT_MODEL.threshold
-    assert fitted["bias"] == pytest.approx(DEFAULT_MODEL.bias, abs=2e-3)
-    np.testing.assert_allclose(list(fitted["weights"].values()), DEFAULT_MODEL.weights,
-                               atol=2e-3)
 
 
 def test_held_out_figures_do_not_drift(report) -> None:
-    # the figures docs/supersession.md reports (precision 0.941, recall 0.762 on 90 pairs)
-    test = report["test"]
-    assert test["n"] == 90 and test["positives"] == 42
-    assert test["precision"] >= 0.94 and test["recall"] >= 0.76
-    assert test["precision"] > report["test_cosine_baseline"]["precision"]
+    # the figures docs/supersession.md reports, on 90 test pairs (42 positive) and 330 pool
+    # negatives
+    default, pool = report["protocols"]["pairs"], report["protocols"]["pool"]
+    assert default["test_pairs"]["n"] == 90 and default["test_pairs"]["positives"] == 42
+    assert default["test_pairs"]["precision"] >= 0.94 and default["test_pairs"]["recall"] >= 0.76
+    assert default["test_pool"]["precision"] >= 0.78 and default["test_pool"]["recall"] >= 0.76
+    assert pool["test_pool"]["precision"] >= 0.99 and pool["test_pool"]["recall"] >= 0.59
+    cosine = report["test_cosine_baseline"]["pool"]
+    assert default["test_pool"]["precision"] > cosine["precision"]
 
 
 @pytest.mark.xfail(strict=True, reason="not met on the held-out slots (precision 0.941, recall "
                                        "0.762): see docs/supersession.md")
 def test_held_out_figures_meet_the_issue_targets(report) -> None:
-    assert report["test"]["precision"] >= 0.95 and report["test"]["recall"] >= 0.85
+    test = report["protocols"]["pairs"]["test_pairs"]
+    assert test["precision"] >= 0.95 and test["recall"] >= 0.85
 
 
 def test_bench_command_writes_the_report(tmp_path) -> None:
@@ -251,6 +263,22 @@ def test_bench_command_writes_the_report(tmp_path) -> None:
                  str(tmp_path / "none")], out=out) == 2  # a --data that does not exist
     assert main(["bench", "supersession", "--out", str(tmp_path)], out=out) == 0
     text = (tmp_path / "supersession.md").read_text()
-    assert "5-fold CV grouped by slot" in text and "**test, shipped model**" in text
+    assert "DEFAULT_MODEL (pairs)" in text and "POOL_MODEL (pairs + pool)" in text
     res = json.loads((tmp_path / "supersession.json").read_text())
-    assert res["test"]["precision"] >= 0.94
+    assert res["protocols"]["pairs"]["test_pairs"]["precision"] >= 0.94
+
+
+def test_the_pool_model_flags_a_subset_of_the_default_on_the_readme_cases() -> None:
+    new = _stmt("new", "I parked on level 3, spot D3 today", 100.0)
+    cands = [_stmt(f"m{i}", _POOL[i], float(i)) for i in range(len(_POOL))]
+    strict = {h.old_id for h in detect_supersessions(new, cands, model=POOL_MODEL)}
+    assert strict and strict <= {h.old_id for h in detect_supersessions(new, cands)}
+
+
+def test_pool_negatives_come_from_other_slots() -> None:
+    pairs = bench.load_pairs()[:60]
+    pooled = [p for p in bench.with_pool(pairs, _embedder(), k=3) if p.pooled]
+    olds = {(p.slot, p.old) for p in pairs}
+    assert pooled and all(p.label == "unrelated" for p in pooled)
+    assert all((p.slot, p.old) not in olds for p in pooled)
+    assert all(any(o == p.old and s != p.slot for s, o in olds) for p in pooled)

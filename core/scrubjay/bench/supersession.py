@@ -15,8 +15,12 @@ constants are chosen. Protocol on the training slots only:
    (ties: the higher precision, then the larger ridge, then the higher threshold);
 3. refit on all training slots with the chosen ridge: the weights and bias.
 
-Then the fitted model (and the shipped :data:`scrubjay.supersession.DEFAULT_MODEL`) is scored on
-the test slots. Pairs that fail a gate score 0 (never positive) and are not used in the fit.
+This runs twice: on the labelled pairs alone (-> :data:`scrubjay.supersession.DEFAULT_MODEL`)
+and on the pairs plus a **pool** of hard negatives (:func:`with_pool`: each new memory against
+the :data:`POOL_K` nearest old memories of other slots, what a caller comparing a new memory
+with its nearest memories meets; -> :data:`scrubjay.supersession.POOL_MODEL`). Both shipped
+models are then scored on the test slots, on the pairs and on the pairs plus their pool.
+Pairs that fail a gate score 0 (never positive) and are not used in the fit.
 
 ``--data`` also runs a generalisation check on FactConsolidation (never used for fitting): the
 share of its (old, new) fact pairs that the detector catches, and how many of the 5 most
@@ -41,6 +45,7 @@ from numpy.typing import NDArray
 from scrubjay.supersession import (
     DEFAULT_MODEL,
     FEATURES,
+    POOL_MODEL,
     PairFeatures,
     Statement,
     SupersessionModel,
@@ -49,9 +54,25 @@ from scrubjay.supersession import (
     parse_claim,
 )
 
-__all__ = ["CV_FOLDS", "CV_PRECISION_FLOOR", "LABELS", "RIDGE_GRID", "TEST_SLOTS",
-           "THRESHOLD_GRID", "Pair", "choose_model", "evaluate", "fit_logistic", "load_pairs",
-           "run_supersession", "split", "supersession_markdown", "write_supersession"]
+__all__ = [
+    "CV_FOLDS",
+    "CV_PRECISION_FLOOR",
+    "LABELS",
+    "POOL_K",
+    "RIDGE_GRID",
+    "TEST_SLOTS",
+    "THRESHOLD_GRID",
+    "Pair",
+    "choose_model",
+    "evaluate",
+    "fit_logistic",
+    "load_pairs",
+    "run_supersession",
+    "split",
+    "supersession_markdown",
+    "with_pool",
+    "write_supersession",
+]
 
 LABELS = ("supersedes", "coexists", "unrelated")
 TEST_SLOTS = frozenset({"bank account", "car service", "grocery delivery", "medication",
@@ -60,6 +81,9 @@ TEST_SLOTS = frozenset({"bank account", "car service", "grocery delivery", "medi
 while the rules were written and are now training slots (see docs/supersession.md); these
 were written before the last change to the rules and are scored only by this command."""
 CV_FOLDS = 5
+POOL_K = 5
+"""Hard negatives per new memory (chosen: a top-5 candidate list is the least a caller would
+look at)."""
 RIDGE_GRID = (0.1, 1.0, 10.0)
 THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(2, 20))
 CV_PRECISION_FLOOR = 0.97
@@ -74,6 +98,8 @@ class Pair:
     label: str
     old: str
     new: str
+    pooled: bool = False
+    """A hard negative from the pool: another slot's old memory near the new one."""
 
     @property
     def positive(self) -> bool:
@@ -96,6 +122,39 @@ def split(pairs: Sequence[Pair]) -> tuple[list[Pair], list[Pair]]:
     """``(train, test)`` by slot."""
     return ([p for p in pairs if p.slot not in TEST_SLOTS],
             [p for p in pairs if p.slot in TEST_SLOTS])
+
+
+def with_pool(pairs: Sequence[Pair], embedder: Any, k: int | None = None) -> list[Pair]:
+    """``pairs`` plus, for each new memory of a ``supersedes`` or ``coexists`` pair, the ``k``
+    (:data:`POOL_K`) old memories of *other* slots of the same split closest to it by
+    what-cosine, labelled ``unrelated`` (every old memory states its own slot).
+
+    In use, a new memory is compared with its nearest stored memories, not with one chosen
+    partner: these are the candidates a wrong supersession would come from.
+    """
+    k = POOL_K if k is None else k
+    olds = sorted({(p.slot, p.old) for p in pairs})
+    # the new memories of 'unrelated' pairs are distractors that may belong to another slot
+    # ("The meeting is in room 412" beside the hotel slot): only the others are paired
+    news = sorted({(p.slot, p.new) for p in pairs if p.label != "unrelated"})
+    texts = sorted({t for _, t in olds} | {t for _, t in news})
+    vec = dict(zip(texts, np.asarray(embedder.embed(texts), dtype=np.float64)))
+    old_vecs = np.array([vec[t] for _, t in olds])
+    seen = {(p.old, p.new) for p in pairs}
+    out = list(pairs)
+    for slot, new in news:
+        sims = old_vecs @ vec[new]
+        taken = 0
+        for i in np.argsort(-sims, kind="stable"):
+            o_slot, old = olds[int(i)]
+            if o_slot == slot or old == new or (old, new) in seen:
+                continue
+            out.append(Pair(slot=slot, label="unrelated", old=old, new=new, pooled=True))
+            seen.add((old, new))
+            taken += 1
+            if taken == k:
+                break
+    return out
 
 
 def _features(pairs: Sequence[Pair], embedder: Any) -> list[PairFeatures]:
@@ -230,9 +289,11 @@ def evaluate(pairs: Sequence[Pair], embedder: Any,
                           "tp": int(np.sum(yhat[idx] & y[idx])),
                           "fp": int(np.sum(yhat[idx] & ~y[idx])),
                           "fn": int(np.sum(~yhat[idx] & y[idx]))}
-    flagged = {lab: int(sum(1 for p, h in zip(pairs, pred) if p.label == lab and h))
-               for lab in LABELS}
-    errors = [{"slot": p.slot, "label": p.label, "old": p.old, "new": p.new,
+    flagged = {lab: int(sum(1 for p, h in zip(pairs, pred)
+                            if p.label == lab and not p.pooled and h)) for lab in LABELS}
+    flagged["pool"] = int(sum(1 for p, h in zip(pairs, pred) if p.pooled and h))
+    errors = [{"slot": p.slot, "label": "pool" if p.pooled else p.label, "old": p.old,
+               "new": p.new,
                "predicted": "supersedes" if h else "no"}
               for p, h in zip(pairs, pred) if h != p.positive]
     return {"n": len(pairs), "positives": int(y.sum()), "precision": prec, "recall": rec,
@@ -287,20 +348,29 @@ def run_supersession(*, embedder: Any = "wordllama", data_dir: str | Path | None
     emb = get_embedder(embedder)
     pairs = load_pairs()
     train, test = split(pairs)
-    model, cv = choose_model(train, emb)
+    train_pool, test_pool = with_pool(train, emb), with_pool(test, emb)
+    protocols: dict[str, Any] = {}
+    for name, tr, shipped in (("pairs", train, DEFAULT_MODEL),
+                              ("pool", train_pool, POOL_MODEL)):
+        model, cv = choose_model(tr, emb)
+        protocols[name] = {
+            "cv": cv,
+            "fitted_model": {"weights": dict(zip(FEATURES, model.weights)), "bias": model.bias,
+                             "threshold": model.threshold},
+            "shipped_model": {"weights": dict(zip(FEATURES, shipped.weights)),
+                              "bias": shipped.bias, "threshold": shipped.threshold},
+            "test_pairs": evaluate(test, emb, shipped),
+            "test_pool": evaluate(test_pool, emb, shipped),
+        }
     res: dict[str, Any] = {
         "embedder": emb.name, "n_pairs": len(pairs),
         "n_slots": len({p.slot for p in pairs}),
         "labels": {lab: sum(p.label == lab for p in pairs) for lab in LABELS},
-        "test_slots": sorted(TEST_SLOTS), "cv": cv,
-        "fitted_model": {"weights": dict(zip(FEATURES, model.weights)), "bias": model.bias,
-                         "threshold": model.threshold},
-        "shipped_model": {"weights": dict(zip(FEATURES, DEFAULT_MODEL.weights)),
-                          "bias": DEFAULT_MODEL.bias, "threshold": DEFAULT_MODEL.threshold},
-        "train": evaluate(train, emb, DEFAULT_MODEL),
-        "test": evaluate(test, emb, DEFAULT_MODEL),
-        "test_fitted": evaluate(test, emb, model),
-        "test_cosine_baseline": _cosine_baseline(test, emb),
+        "test_slots": sorted(TEST_SLOTS), "pool_k": POOL_K,
+        "n_pool_train": len(train_pool) - len(train), "n_pool_test": len(test_pool) - len(test),
+        "protocols": protocols,
+        "test_cosine_baseline": {"pairs": _cosine_baseline(test, emb),
+                                 "pool": _cosine_baseline(test_pool, emb)},
     }
     if data_dir is not None:
         res["factconsolidation"] = factconsolidation_check(data_dir, emb)
@@ -313,49 +383,52 @@ def _f(x: float) -> str:
 
 def supersession_markdown(res: dict[str, Any]) -> str:
     """The report as Markdown."""
-    cv, test = res["cv"], res["test"]
-    tf, base = res["test_fitted"], res["test_cosine_baseline"]
-    weights = ", ".join(f"{k} {v:+.3f}" for k, v in res["fitted_model"]["weights"].items())
     labels = ", ".join(f"{k} {v}" for k, v in res["labels"].items())
-    flagged = ", ".join(f"{k} {v}" for k, v in test["flagged_by_label"].items())
+    base = res["test_cosine_baseline"]
     lines = [
         "## Supersession detector (offline)",
         "",
         (f"Labelled pairs: {res['n_pairs']} over {res['n_slots']} slots ({labels}); "
-         f"embedder {res['embedder']}."),
+         f"embedder {res['embedder']}. Pool: beside each labelled pair, the {res['pool_k']} "
+         f"nearest old memories of other slots as negatives ({res['n_pool_train']} train, "
+         f"{res['n_pool_test']} test)."),
         f"Test slots ({len(res['test_slots'])}): {', '.join(res['test_slots'])}.",
         "",
-        "| split | pairs | positives | precision | recall |",
-        "|---|---|---|---|---|",
-        (f"| train, {cv['folds']}-fold CV grouped by slot (out of fold) | {cv['n']} | "
-         f"{cv['positives']} | {_f(cv['cv_precision'])} | {_f(cv['cv_recall'])} |"),
-        (f"| train, shipped model | {res['train']['n']} | {res['train']['positives']} | "
-         f"{_f(res['train']['precision'])} | {_f(res['train']['recall'])} |"),
-        (f"| **test, shipped model** | {test['n']} | {test['positives']} | "
-         f"**{_f(test['precision'])}** | **{_f(test['recall'])}** |"),
-        (f"| test, refitted now | {tf['n']} | {tf['positives']} | {_f(tf['precision'])} | "
-         f"{_f(tf['recall'])} |"),
-        (f"| test, cosine >= {base['theta']} (RCI's theta) | {test['n']} | "
-         f"{test['positives']} | {_f(base['precision'])} | {_f(base['recall'])} |"),
-        "",
-        (f"Chosen by CV: ridge {cv['ridge']}, threshold {cv['threshold']}. Fitted weights: "
-         f"{weights}, bias {res['fitted_model']['bias']:+.3f}."),
-        "",
-        f"Test pairs flagged, by label: {flagged}.",
-        "",
-        "| test slot | pairs | precision | recall |",
-        "|---|---|---|---|",
+        ("| model (fitted on) | train CV P | train CV R | test pairs P | test pairs R "
+         "| test pool P | test pool R |"),
+        "|---|---|---|---|---|---|---|",
     ]
+    for name, label in (("pairs", "DEFAULT_MODEL (pairs)"), ("pool", "POOL_MODEL (pairs + pool)")):
+        pr = res["protocols"][name]
+        cv, tp, tq = pr["cv"], pr["test_pairs"], pr["test_pool"]
+        lines.append(f"| {label} | {_f(cv['cv_precision'])} | {_f(cv['cv_recall'])} | "
+                     f"**{_f(tp['precision'])}** | **{_f(tp['recall'])}** | "
+                     f"**{_f(tq['precision'])}** | **{_f(tq['recall'])}** |")
+    lines.append(f"| cosine >= {base['pairs']['theta']} (RCI's theta) | - | - | "
+                 f"{_f(base['pairs']['precision'])} | {_f(base['pairs']['recall'])} | "
+                 f"{_f(base['pool']['precision'])} | {_f(base['pool']['recall'])} |")
+    lines.append("")
+    for name in ("pairs", "pool"):
+        pr = res["protocols"][name]
+        cv = pr["cv"]
+        weights = ", ".join(f"{k} {v:+.3f}" for k, v in pr["fitted_model"]["weights"].items())
+        flagged = ", ".join(f"{k} {v}" for k, v in pr["test_pool"]["flagged_by_label"].items())
+        lines += [(f"Fitted on {name}: ridge {cv['ridge']}, threshold {cv['threshold']}; "
+                   f"weights {weights}, bias {pr['fitted_model']['bias']:+.3f}. Test pool "
+                   f"flagged by label: {flagged}."), ""]
+    test = res["protocols"]["pairs"]["test_pairs"]
+    lines += ["Test pairs, DEFAULT_MODEL, per slot:", "",
+              "| test slot | pairs | precision | recall |", "|---|---|---|---|"]
     for slot, r in test["per_slot"].items():
         lines.append(f"| {slot} | {r['n']} | {_f(r['precision'])} | {_f(r['recall'])} |")
     if test["errors"]:
-        lines += ["", "Test errors:", ""]
+        lines += ["", "Test pair errors, DEFAULT_MODEL:", ""]
         lines += [f"- [{e['slot']}, {e['label']}] {e['old']!r} -> {e['new']!r}"
                   for e in test["errors"]]
     fc = res.get("factconsolidation")
     if fc:
-        lines += ["", (f"FactConsolidation check (not fitted on): {fc['caught']} of "
-                       f"{fc['pairs']} (old, new) fact pairs caught (recall "
+        lines += ["", (f"FactConsolidation check (DEFAULT_MODEL, not fitted on): "
+                       f"{fc['caught']} of {fc['pairs']} (old, new) fact pairs caught (recall "
                        f"{_f(fc['recall'])}); {fc['near_others_flagged']} of the "
                        f"{fc['near_others']} most similar other older facts flagged.")]
     return "\n".join(lines) + "\n"
