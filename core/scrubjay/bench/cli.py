@@ -1,6 +1,9 @@
-"""``scrubjay bench tgt|locomo|factconsolidation|all|perf``: run the benchmarks.
+"""``scrubjay bench tgt|locomo|factconsolidation|all|perf|supersession``: run the benchmarks.
 
 ``perf`` measures cost (latency, ingest, RCI, buffer, memory); see :mod:`scrubjay.bench.perf`.
+``supersession`` cross-validates the offline supersession detector on its labelled set and
+scores the held-out slots (see :mod:`scrubjay.bench.supersession`); with benchmark data at
+hand it also checks it on FactConsolidation's fact pairs.
 
 Each command prints its Markdown report and writes it, with a JSON file (and for TGT a PNG),
 into ``--out`` (default ``bench-results/``). Third-party data is read from ``--data`` (default
@@ -26,14 +29,15 @@ from scrubjay.bench.systems import LLM_SYSTEM_NAMES, SYSTEM_NAMES
 
 __all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 
-BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf")
+BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf", "supersession")
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` command to the ``scrubjay`` command line."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
-                      "perf: latency, ingest, RCI, buffer, memory")
+                      "perf: latency, ingest, RCI, buffer, memory; "
+                      "supersession: the offline supersession detector")
     p.add_argument("benchmark", choices=BENCHMARKS)
     p.add_argument("--seeds", type=int, default=5, help="TGT seeds (default 5)")
     p.add_argument("--instances", type=int, default=20, help="TGT instances per seed (20)")
@@ -104,6 +108,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     if args.benchmark == "perf":
         return cmd_perf(args, out)
+    if args.benchmark == "supersession":
+        return _cmd_supersession(args, out)
     out_dir = Path(args.out)
     systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
     unknown = [s for s in systems or () if s not in SYSTEM_NAMES + LLM_SYSTEM_NAMES]
@@ -131,6 +137,27 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     except (RuntimeError, FileNotFoundError, ValueError) as exc:
         sys.stderr.write(f"scrubjay bench: error: {exc}\n")
         return 2
+    return 0
+
+
+def _cmd_supersession(args: argparse.Namespace, out: TextIO) -> int:
+    """``scrubjay bench supersession``: CV on the training slots, figures on the test slots."""
+    from scrubjay.bench.supersession import run_supersession, write_supersession
+
+    try:
+        if getattr(args, "llm", None):
+            raise ValueError("--llm is used by TGT only: the supersession benchmark is offline")
+        data = Path(args.data) if args.data else default_data_dir()
+        if args.data and not Path(args.data).exists():
+            raise FileNotFoundError(f"no benchmark data at {args.data}")
+        res = run_supersession(embedder=args.embedder,
+                               data_dir=data if data is not None and data.exists() else None)
+    except (RuntimeError, FileNotFoundError, ValueError) as exc:
+        sys.stderr.write(f"scrubjay bench: error: {exc}\n")
+        return 2
+    paths = write_supersession(res, Path(args.out))
+    out.write(paths["md"].read_text() + "\n")
+    out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n\n")
     return 0
 
 
