@@ -36,6 +36,7 @@ from .errors import (
     ScrubJayError,
     StoreError,
     StoreLockedError,
+    TimeWindowError,
 )
 from .memory import ScrubJayMemory
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability
@@ -72,6 +73,7 @@ __all__ = [
     "SearchConfig",
     "StoreError",
     "StoreLockedError",
+    "TimeWindowError",
     "WeightConfig",
     "__version__",
 ]

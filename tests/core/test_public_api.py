@@ -15,7 +15,7 @@ EXPECTED = {
     "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "ScrubJayError",
     "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
     "MemoryNotFoundError", "EmbeddingError", "LLMError", "StoreError", "StoreLockedError",
-    "__version__",
+    "TimeWindowError", "__version__",
 }
 
 
@@ -33,7 +33,8 @@ def test_exception_tree() -> None:
              errors.EmbeddingError: RuntimeError, errors.LLMError: RuntimeError,
              errors.StoreLockedError: errors.StoreError,
              errors.EmbedderMismatchError: errors.ConfigError,
-             errors.InvalidNamespaceError: errors.InvalidInputError}
+             errors.InvalidNamespaceError: errors.InvalidInputError,
+             errors.TimeWindowError: ValueError}
     for exc, base in pairs.items():
         assert issubclass(exc, errors.ScrubJayError) and issubclass(exc, base)
 
