@@ -1,6 +1,8 @@
-"""``scrubjay bench tgt|locomo|factconsolidation|all|perf``: run the benchmarks.
+"""``scrubjay bench tgt|locomo|factconsolidation|all|perf|windows``: run the benchmarks.
 
 ``perf`` measures cost (latency, ingest, RCI, buffer, memory); see :mod:`scrubjay.bench.perf`.
+``windows`` scores the stated-window resolver on its bundled labelled set and compares the time
+expression parsers; see :mod:`scrubjay.bench.windows_eval`.
 
 Each command prints its Markdown report and writes it, with a JSON file (and for TGT a PNG),
 into ``--out`` (default ``bench-results/``). Third-party data is read from ``--data`` (default
@@ -26,14 +28,15 @@ from scrubjay.bench.systems import LLM_SYSTEM_NAMES, SYSTEM_NAMES
 
 __all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 
-BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf")
+BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf", "windows")
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` command to the ``scrubjay`` command line."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
-                      "perf: latency, ingest, RCI, buffer, memory")
+                      "perf: latency, ingest, RCI, buffer, memory; "
+                      "windows: validity windows stated in the text")
     p.add_argument("benchmark", choices=BENCHMARKS)
     p.add_argument("--seeds", type=int, default=5, help="TGT seeds (default 5)")
     p.add_argument("--instances", type=int, default=20, help="TGT instances per seed (20)")
@@ -104,6 +107,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     logging.getLogger("bm25s").setLevel(logging.WARNING)
     if args.benchmark == "perf":
         return cmd_perf(args, out)
+    if args.benchmark == "windows":
+        return _cmd_windows(args, out)
     out_dir = Path(args.out)
     systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
     unknown = [s for s in systems or () if s not in SYSTEM_NAMES + LLM_SYSTEM_NAMES]
@@ -131,6 +136,15 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
     except (RuntimeError, FileNotFoundError, ValueError) as exc:
         sys.stderr.write(f"scrubjay bench: error: {exc}\n")
         return 2
+    return 0
+
+
+def _cmd_windows(args: argparse.Namespace, out: TextIO) -> int:
+    from scrubjay.bench.windows_eval import run_windows, write_windows
+
+    paths = write_windows(run_windows(), Path(args.out))
+    out.write(paths["md"].read_text() + "\n")
+    out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n")
     return 0
 
 
