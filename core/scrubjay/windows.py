@@ -248,7 +248,8 @@ _DAY = (
     rf"|(?:(?:this|next|last|coming)\s+)?{_WD}(?:\s+{_PART})?"
     rf"|{_MONTHS}\.?\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}})?"
     rf"|(?:the\s+)?\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTHS}\b(?:,?\s+\d{{4}})?"
-    r"|(?:the\s+)?\d{1,2}(?:st|nd|rd|th)\b"
+    r"|(?:the\s+)?\d{1,2}(?:st|nd|rd|th)\b(?!\s+(?:street|st\b|avenue|ave\b|floor|place|road|row"
+    r"|grade|birthday|anniversary|time|century|percentile|edition|gen))"
     r"|\d{4}-\d{2}-\d{2}|\d{1,2}/\d{1,2}(?:/\d{2,4})?"
     r"|in\s+\d+\s+(?:days?|weeks?))"
 )
@@ -266,13 +267,19 @@ _PERIOD = (r"(?:(?:this|next|last|the|coming|all)\s+(?:weekend|week|month)|this\
 _RANGE_RE = re.compile(
     rf"\b(?:from|between)\s+(?P<a>{_POINT})\s*(?:to|until|till|til|and|through|thru|-)\s*"
     rf"(?P<b>{_POINT})"
-    rf"|(?<![\w/:])(?P<a2>{_CLOCK_ANY})\s*(?:-|to|until|till)\s*(?P<b2>{_CLOCK_ANY})")
+    rf"|(?<![\w/:])(?P<a2>{_CLOCK_ANY})\s*(?:-|to)\s*(?P<b2>{_CLOCK_ANY})")
+#: Words after which a bare number is a place, not an hour ("level 5 to 7pm" is no range).
+_NOUN_BEFORE_NUMBER_RE = re.compile(
+    r"\b(?:level|floor|spot|bay|gate|room|platform|row|seat|lot|zone|deck|aisle|section|terminal"
+    r"|number|no\.?|#|page|chapter|bus|line|route|table|stand|pier|berth|door)\s*$")
+_SINCE_RE = re.compile(rf"\bsince\s+(?P<a>{_POINT})")
 _UNTIL_RE = re.compile(
     r"\b(?:until|till|til|through|thru|up\s+to|by|before|due(?:\s+(?:on|by|at))?|deadline\s+is"
     r"|expires?(?:\s+(?:on|at))?|ends?\s+(?:on|at)|closes?\s+(?:on|at)|runs?\s+out\s+(?:on|at)"
     r")\s+"
     rf"(?P<end>the\s+end\s+of\s+(?:the\s+)?(?:day|today|week|month|{_POINT})"
-    rf"|end\s+of\s+(?:the\s+)?(?:day|week|month)|{_PERIOD}|{_POINT})")
+    rf"|end\s+of\s+(?:the\s+)?(?:day|week|month|{_MONTHS})|{_PERIOD}|{_POINT}"
+    rf"|{_MONTHS}\b(?!\.?\s*\d))")
 _UNITS = r"(?:minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|fortnight)"
 _DURATION_RE = re.compile(
     rf"\b(?:for|within)\s+(?:the\s+)?(?:next\s+|coming\s+|following\s+)?(?P<n>\d+\s+)?"
@@ -452,6 +459,23 @@ class _Reader:
             raise _Fallback(f"cannot resolve the day {phrase.strip()!r}", phrase.strip())
         return got, part
 
+    def past(self, day: date, phrase: str) -> date:
+        """The last such day on or before today ("since Tuesday", "since the 3rd")."""
+        if day <= self.today:
+            return day
+        if re.search(_WD, phrase):
+            return day - timedelta(days=7 * math.ceil((day - self.today).days / 7))
+        if re.search(rf"\b{_MONTHS}\b", phrase) is None and re.search(r"\d(?:st|nd|rd|th)", phrase):
+            return _add_months(day, -1)
+        return day.replace(year=day.year - 1) if not (day.month == 2 and day.day == 29) else day
+
+    def month_start(self, name: str) -> date:
+        """The first day of the next month called ``name`` ("until March" in January)."""
+        month = next(i for i in range(1, 13) if calendar.month_name[i].lower().startswith(
+            name[:3]))
+        year = self.today.year if month > self.today.month else self.today.year + 1
+        return date(year, month, 1)
+
     def point(self, phrase: str, ctx: tuple[date, tuple[int, int] | None] | None,
               ) -> tuple[date | None, tuple[int, int] | None, _Clock | None]:
         """Split a point phrase into its day (or None), part of day and clock (or None)."""
@@ -498,8 +522,16 @@ class _Reader:
     def read(self) -> _Span | None:
         s = self.text
         m = _RANGE_RE.search(s)
-        if m is not None and (m.group("a") or _has_explicit(m.group("a2"), m.group("b2"))):
+        if m is not None and (m.group("a") or (
+                _has_explicit(m.group("a2"), m.group("b2"))
+                and (_has_explicit(m.group("a2"))
+                     or _NOUN_BEFORE_NUMBER_RE.search(s[:m.start()]) is None))):
             return self.range(m)
+        m = _SINCE_RE.search(s)
+        if m is not None:  # "overdue since Tuesday": began then, no end stated
+            day, part, clock = self.point(m.group("a"), None)
+            day = self.past(day or self.today, m.group("a"))
+            return _Span(self.dt(day, part, clock), None, None, m.group(0))
         m = _OPEN_RE.search(s)
         if m is not None:  # "closed from Monday until further notice": a start, no end
             ctx = self.context((m.start(), m.end()))
@@ -600,11 +632,18 @@ class _Reader:
                 end = self.dt(self.today, None, None, end=True)
             elif what in ("week", "month"):
                 end = self.period("this " + what)[1]
+            elif re.fullmatch(_MONTHS, what):  # "the end of March"
+                first = self.month_start(what)
+                if _add_months(first, -12) >= self.today.replace(day=1):
+                    first = _add_months(first, -12)
+                end = _at(_add_months(first, 1), 0, 0, self.zone)
             else:
                 d, p, c = self.point(what, None)
                 end = self.dt(d or self.today, p, c, end=True)
         elif _PERIOD_RE.fullmatch(end_txt) and not _DAY_RE.fullmatch(end_txt):
             end = self.period(end_txt)[0]
+        elif re.fullmatch(_MONTHS, end_txt):  # "until March": until it begins
+            end = _at(self.month_start(end_txt), 0, 0, self.zone)
         else:
             d, p, c = self.point(end_txt, ctx)
             if d is None:
@@ -632,6 +671,9 @@ class _Reader:
             return _Span(_at(day, CHECK_IN_HOUR, 0, self.zone),
                          _at(day + timedelta(days=n), CHECK_OUT_HOUR, 0, self.zone), None,
                          expression)
+        if unit == "day" and m.group("n") is None and "next" not in m.group(0):
+            return _Span(self.rec, _at(self.today + timedelta(days=1), 0, 0, self.zone), None,
+                         expression)  # "for the day": the rest of today
         rest = self.text[:m.start()] + " " * (m.end() - m.start()) + self.text[m.end():]
         clock_m = _CLOCK_RE.search(rest)
         if clock_m is not None:
