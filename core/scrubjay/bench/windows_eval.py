@@ -220,14 +220,6 @@ def _fresh_s(setup: str, timed: str, runs: int = 3) -> float:
     return statistics.median(got)
 
 
-def _import_time_s(module: str) -> float:
-    return _fresh_s("", f"import {module}")
-
-
-def _first_call_s(parser: str) -> float:
-    """A fresh interpreter's first statement that needs the parser (import and data loading)."""
-    return _fresh_s("import scrubjay.windows as w",
-                    f"w.resolve_window('My flight is on Friday at 9am', 1.7e9, parser={parser!r})")
 
 
 def _installed(name: str) -> bool:
@@ -251,9 +243,14 @@ def _resolve_all(items: Sequence[LabelledWindow], parser: str) -> tuple[list[Win
 
 
 def run_windows(*, path: Path | None = None, parsers: Sequence[str] | None = None,
-                repeats: int = 3) -> dict[str, Any]:
+                repeats: int = 3, fresh_interpreters: bool = True) -> dict[str, Any]:
     """Both metrics per split for each installed parser, the parsers alone, speed, import time,
-    and the train-split sweep that chose ``BARE_HOUR_PM_BELOW``."""
+    and the train-split sweep that chose ``BARE_HOUR_PM_BELOW``.
+
+    ``fresh_interpreters=False`` skips the import and first-call timings (each starts new Python
+    processes); they are then reported as NaN.
+    """
+    fresh = _fresh_s if fresh_interpreters else (lambda *a, **k: math.nan)
     items = load_window_set(path)
     splits = {s: [i for i in items if i.split == s] for s in SPLITS}
     names = list(parsers or PARSERS)
@@ -262,14 +259,16 @@ def run_windows(*, path: Path | None = None, parsers: Sequence[str] | None = Non
                            "n_holdout": len(splits["holdout"]),
                            "default_parser": windows.DEFAULT_PARSER,
                            "tolerance_s": TOLERANCE_S, "parsers": {}, "alone": {},
-                           "import_s": {"scrubjay.windows": _fresh_s(
+                           "import_s": {"scrubjay.windows": fresh(
                                "import scrubjay", "import scrubjay.windows")}}
     for name in names:
         if not _installed(name):
             res["parsers"][name] = {"installed": False}
             continue
-        res["import_s"][name] = _import_time_s(name)
-        first_s = _first_call_s(name)
+        res["import_s"][name] = fresh("", f"import {name}")
+        first_s = fresh("import scrubjay.windows as w",
+                        f"w.resolve_window('My flight is on Friday at 9am', 1.7e9, "
+                        f"parser={name!r})")
         resolve_window("My flight is on Friday at 9am", 1.7e9, parser=name)  # warm up
         per_split: dict[str, Any] = {}
         all_times: list[float] = []
