@@ -62,7 +62,7 @@ import logging
 import math
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
@@ -236,6 +236,35 @@ def decay_age_s(window: Window, at_s: float) -> float:
 
 # --- the grammar ---------------------------------------------------------------------------------
 
+
+class _Lazy:
+    """A regular expression compiled on first use: the grammar's patterns take tens of
+    milliseconds to compile, which ``import scrubjay`` should not pay."""
+
+    __slots__ = ("_compiled", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    def _re(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self._re().search(text)
+
+    def fullmatch(self, text: str) -> re.Match[str] | None:
+        return self._re().fullmatch(text)
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self._re().finditer(text)
+
+    def sub(self, repl: str | Callable[[re.Match[str]], str], text: str) -> str:
+        return self._re().sub(repl, text)
+
+
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTHS = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|" \
           r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
@@ -264,16 +293,16 @@ _PERIOD = (r"(?:(?:this|next|last|the|coming|all)\s+(?:weekend|week|month)|this\
            rf"|all\s+(?:day|{_PART})"
            rf"|(?:this|tomorrow|yesterday)\s+{_PART}|tonight|today|all\s+day|later\s+today)")
 
-_RANGE_RE = re.compile(
+_RANGE_RE = _Lazy(
     rf"\b(?:from|between)\s+(?P<a>{_POINT})\s*(?:to|until|till|til|and|through|thru|-)\s*"
     rf"(?P<b>{_POINT})"
     rf"|(?<![\w/:])(?P<a2>{_CLOCK_ANY})\s*(?:-|to)\s*(?P<b2>{_CLOCK_ANY})")
 #: Words after which a bare number is a place, not an hour ("level 5 to 7pm" is no range).
-_NOUN_BEFORE_NUMBER_RE = re.compile(
+_NOUN_BEFORE_NUMBER_RE = _Lazy(
     r"\b(?:level|floor|spot|bay|gate|room|platform|row|seat|lot|zone|deck|aisle|section|terminal"
     r"|number|no\.?|#|page|chapter|bus|line|route|table|stand|pier|berth|door)\s*$")
-_SINCE_RE = re.compile(rf"\bsince\s+(?P<a>{_POINT})")
-_UNTIL_RE = re.compile(
+_SINCE_RE = _Lazy(rf"\bsince\s+(?P<a>{_POINT})")
+_UNTIL_RE = _Lazy(
     r"\b(?:until|till|til|through|thru|up\s+to|by|before|due(?:\s+(?:on|by|at))?|deadline\s+is"
     r"|expires?(?:\s+(?:on|at))?|ends?\s+(?:on|at)|closes?\s+(?:on|at)|runs?\s+out\s+(?:on|at)"
     r")\s+"
@@ -281,35 +310,35 @@ _UNTIL_RE = re.compile(
     rf"|end\s+of\s+(?:the\s+)?(?:day|week|month|{_MONTHS})|{_PERIOD}|{_POINT}"
     rf"|{_MONTHS}\b(?!\.?\s*\d))")
 _UNITS = r"(?:minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|fortnight)"
-_DURATION_RE = re.compile(
+_DURATION_RE = _Lazy(
     rf"\b(?:for|within)\s+(?:the\s+)?(?:next\s+|coming\s+|following\s+)?(?P<n>\d+\s+)?"
     rf"(?P<u>{_UNITS})\b|\b(?P<nn>\d+)\s+(?P<uu>nights?)\b")
-_OPEN_RE = re.compile(r"\b(?:until|till)\s+further\s+notice\b|\bindefinitely\b")
+_OPEN_RE = _Lazy(r"\b(?:until|till)\s+further\s+notice\b|\bindefinitely\b")
 #: Habits ("every Monday at 7am") and present perfects ("I've lived here for 3 months") state no
 #: single window ahead: they are read as no window (the learned decay applies).
-_HABIT_RE = re.compile(
+_HABIT_RE = _Lazy(
     r"\b(?:usually|every|always|each|normally|generally|often|weekdays|weekends"
     r"|weeknights|(?:mon|tues|wednes|thurs|fri|satur|sun)days)\b")
-_PERFECT_RE = re.compile(
+_PERFECT_RE = _Lazy(
     r"\b(?:i've|we've|you've|they've|have|has|had)\s+(?:been|lived|worked|had|known|used|studied"
     r"|done|played|owned|driven|taught|run|stayed|waited|lived)\b")
 #: Past-tense verbs: with one of them a period that has begun ("this morning I parked at the
 #: station", said at 07:15) tells when something happened, so it is read as a past event.
-_PAST_RE = re.compile(
+_PAST_RE = _Lazy(
     r"\b(?:was|were|had|did|went|left|got|bought|met|moved|parked|started|finished|ate|came|saw"
     r"|took|made|arrived|landed|dropped|picked|checked|switched|changed|lost|found|paid|sent"
     r"|called|booked|visited)\b")
 _ABBREVIATIONS = {r"\b(?:tmrw|tmr|tmrrw|tomorow|2morrow)\b": "tomorrow", r"\btonite\b": "tonight",
                   r"\btdy\b": "today"}
-_IN_RE = re.compile(r"\bin\s+(?P<n>\d+)\s+(?P<u>minutes?|mins?|hours?|hrs?)\b")
-_DAY_RE = re.compile(rf"\b{_DAY}")
-_PERIOD_RE = re.compile(rf"\b{_PERIOD}\b")
-_CLOCK_RE = re.compile(rf"(?<![\w/:]){_CLOCK}|\b(?:at|@)\s+{_CLOCK_ANY}{_AT_END}")
-_VAGUE_RE = re.compile(
+_IN_RE = _Lazy(r"\bin\s+(?P<n>\d+)\s+(?P<u>minutes?|mins?|hours?|hrs?)\b")
+_DAY_RE = _Lazy(rf"\b{_DAY}")
+_PERIOD_RE = _Lazy(rf"\b{_PERIOD}\b")
+_CLOCK_RE = _Lazy(rf"(?<![\w/:]){_CLOCK}|\b(?:at|@)\s+{_CLOCK_ANY}{_AT_END}")
+_VAGUE_RE = _Lazy(
     r"\b(?:soon|soonish|someday|some\s+day|sometime|at\s+some\s+point|eventually|one\s+of\s+these"
     r"\s+days|in\s+a\s+(?:while|bit)|for\s+(?:a\s+)?(?:few|several|some|couple|while|bit)"
     r"|for\s+ages|later\s+on)\b")
-_HINT_RE = re.compile(
+_HINT_RE = _Lazy(
     rf"\b(?:{_WD}|{_MONTHS}|today|tonight|tomorrow|yesterday|morning|afternoon|evening|night"
     r"|weekends?|weeks?|months?|until|till|til|through|due|deadline|expires?|noon|midday|midnight"
     r"|o'?clock|minutes?|mins?|hours?|hrs?|days?|nights?|fortnight|from|between|soon|soonish"
@@ -321,13 +350,13 @@ _NUMBER_WORDS = {
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fourteen": 14, "twenty": 20,
     "thirty": 30, "a": 1, "an": 1,
 }
-_NUMBER_RE = re.compile(r"\b(" + "|".join(w for w in _NUMBER_WORDS if len(w) > 2)
+_NUMBER_RE = _Lazy(r"\b(" + "|".join(w for w in _NUMBER_WORDS if len(w) > 2)
                         + rf")\s+(?={_UNITS}\b)")
 #: "a"/"an" count as one only after a word that introduces a duration ("for an hour", not
 #: "a night owl").
-_ONE_RE = re.compile(rf"\b(for|within|in|next)\s+an?\s+(?={_UNITS}\b)")
+_ONE_RE = _Lazy(rf"\b(for|within|in|next)\s+an?\s+(?={_UNITS}\b)")
 #: Named days that are not the weekday they contain.
-_NAMED_DAYS_RE = re.compile(r"\b(?:black|good|casual)\s+friday\b|\bcyber\s+monday\b"
+_NAMED_DAYS_RE = _Lazy(r"\b(?:black|good|casual)\s+friday\b|\bcyber\s+monday\b"
                             r"|\bash\s+wednesday\b|\b(?:easter|palm)\s+sunday\b")
 _UNIT_S = {"minute": 60, "min": 60, "hour": 3600, "hr": 3600, "day": 86400, "night": 86400,
            "week": 7 * 86400, "fortnight": 14 * 86400}

@@ -267,3 +267,12 @@ def test_bench_command_is_registered(tmp_path) -> None:
     md = paths["md"].read_text()
     assert "| dateparser |" in md and "BARE_HOUR_PM_BELOW" in md
     assert paths["json"].exists()
+
+
+def test_module_doctests() -> None:
+    import doctest
+
+    from scrubjay import windows
+
+    result = doctest.testmod(windows, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted >= 3
