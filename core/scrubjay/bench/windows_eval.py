@@ -10,7 +10,8 @@ recorded, their time zone and the window a person would read in them. Two metric
   00:00 to the next midnight (so "until Friday" may end on Friday 00:00, Friday 17:00 or
   Saturday 00:00);
 * **stale-flag accuracy**: at five probe times per statement (an hour before the window starts,
-  at its start, inside, a minute after its end, 30 days after its end), whether
+  at its start, inside (before the earliest end the label allows), a minute after its latest
+  end, 30 days after it), whether
   :func:`~scrubjay.windows.window_stale_reason` says "ended" exactly when the labelled window
   has ended. Statements with no labelled end are never window-stale.
 
@@ -130,7 +131,8 @@ def probe_times(item: LabelledWindow) -> list[float]:
         else item.valid_from[0]
     lo_end, hi_end = item.valid_until if item.valid_until is not None \
         else (start + 86400.0, start + 86400.0)
-    inside = (start + lo_end) / 2 if lo_end > start else (start + hi_end) / 2
+    # inside: before the earliest end a date-only label allows, so that the truth is certain
+    inside = (start + lo_end) / 2 if lo_end > start else start + AFTER_S
     return [start - BEFORE_S, start, inside, hi_end + AFTER_S, hi_end + LONG_AFTER_S]
 
 
