@@ -56,7 +56,7 @@ BARE_HOUR_CANDIDATES = tuple(range(1, 13))
 DATA_PATH = Path(__file__).parent / "data" / "windows.tsv"
 #: train: constants are chosen on it; test: reported; holdout: written after the resolver was
 #: frozen (the test split was looked at while the grammar was written).
-SPLITS = ("train", "test", "holdout")
+SPLITS = ("train", "test", "holdout", "holdout2")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
