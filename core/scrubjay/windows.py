@@ -306,13 +306,21 @@ _UNTIL_RE = _Lazy(
     r"\b(?:until|till|til|through|thru|up\s+to|by|before|due(?:\s+(?:on|by|at))?|deadline\s+is"
     r"|expires?(?:\s+(?:on|at))?|ends?\s+(?:on|at)|closes?\s+(?:on|at)|runs?\s+out\s+(?:on|at)"
     r")\s+"
-    rf"(?P<end>the\s+end\s+of\s+(?:the\s+)?(?:day|today|week|month|{_POINT})"
+    rf"(?P<end>the\s+end\s+of\s+(?:the\s+)?(?:day|today|(?:(?:this|next)\s+)?(?:week|month)"
+    rf"|{_POINT})"
     rf"|end\s+of\s+(?:the\s+)?(?:day|week|month|{_MONTHS})|{_PERIOD}|{_POINT}"
     rf"|{_MONTHS}\b(?!\.?\s*\d))")
 _UNITS = r"(?:minutes?|mins?|hours?|hrs?|days?|nights?|weeks?|months?|fortnight)"
 _DURATION_RE = _Lazy(
     rf"\b(?:for|within)\s+(?:the\s+)?(?:next\s+|coming\s+|following\s+)?(?P<n>\d+\s+)?"
-    rf"(?P<u>{_UNITS})\b|\b(?P<nn>\d+)\s+(?P<uu>nights?)\b")
+    rf"(?P<u>{_UNITS})\b|\b(?P<nn>\d+)\s+(?P<uu>nights?)\b"
+    r"|\b(?P<n3>\d+)-(?P<u3>min(?:ute)?s?|hours?|hrs?|days?|nights?|weeks?|months?)\b")
+#: "for the morning", "for the rest of the week": from now to the end of that period.
+_REST_RE = _Lazy(r"\bfor\s+the\s+(?:rest\s+of\s+(?:the|this)\s+)?"
+                 r"(?P<p>day|week|month|morning|afternoon|evening)\b")
+_WEEKDAY_ABBREVIATION_RE = _Lazy(
+    r"\b(?P<pre>on|next|this|until|till|by|from|to|since|before)\s+"
+    r"(?P<d>mon|tues?|wed|thu(?:rs?)?|fri|sat|sun)\b\.?")
 _OPEN_RE = _Lazy(r"\b(?:until|till)\s+further\s+notice\b|\bindefinitely\b")
 #: Habits ("every Monday at 7am") and present perfects ("I've lived here for 3 months") state no
 #: single window ahead: they are read as no window (the learned decay applies).
@@ -392,6 +400,10 @@ def _normalise(text: str) -> str:
     s = s.replace("\u2019", "'")
     for pattern, word in _ABBREVIATIONS.items():
         s = re.sub(pattern, word, s)
+    s = _WEEKDAY_ABBREVIATION_RE.sub(lambda m: f"{m.group('pre')} " + next(
+        d for d in _WEEKDAYS if d.startswith(m.group("d")[:3])), s)
+    s = re.sub(r"\b(" + "|".join(w for w in _NUMBER_WORDS if len(w) > 2) + r")-(?=[a-z])",
+               lambda m: f"{_NUMBER_WORDS[m.group(1)]}-", s)  # "two-hour"
     s = re.sub(r"\bhalf\s+an?\s+hour\b", "30 minutes", s)
     s = re.sub(r"\ba\s+couple\s+of\s+(?=" + _UNITS + r"\b)", "2 ", s)
     s = _NUMBER_RE.sub(lambda m: f"{_NUMBER_WORDS[m.group(1)]} ", s)
@@ -486,6 +498,9 @@ class _Reader:
         got = self.parser(p, base)
         if got is None:
             raise _Fallback(f"cannot resolve the day {phrase.strip()!r}", phrase.strip())
+        t = self.today
+        if (got.year, got.month, got.day) == (t.year + 1, t.month, t.day):
+            got = t  # "expires December 31", said on 31 December: today, not next year
         return got, part
 
     def past(self, day: date, phrase: str) -> date:
@@ -570,6 +585,19 @@ class _Reader:
         m = _UNTIL_RE.search(s)
         if m is not None:
             return self.until(m)
+        m = _REST_RE.search(s)
+        if m is not None:
+            self.context((m.start(), m.end()))
+            what = m.group("p")
+            if what == "day":
+                end = self.dt(self.today, None, None, end=True)
+            elif what in ("week", "month"):
+                end = self.period("this " + what)[1]
+            else:
+                end = self.dt(self.today, PARTS_OF_DAY[what], None, end=True)
+            if end <= self.rec:
+                raise _Fallback(f"'{m.group(0)}' is over", m.group(0))
+            return _Span(self.rec, end, None, m.group(0))
         m = _DURATION_RE.search(s)
         if m is not None:
             return None if _PERFECT_RE.search(s) else self.duration(m)
@@ -661,6 +689,8 @@ class _Reader:
                 end = self.dt(self.today, None, None, end=True)
             elif what in ("week", "month"):
                 end = self.period("this " + what)[1]
+            elif what in ("this week", "next week", "this month", "next month"):
+                end = self.period(what)[1]
             elif re.fullmatch(_MONTHS, what):  # "the end of March"
                 first = self.month_start(what)
                 if _add_months(first, -12) >= self.today.replace(day=1):
@@ -688,8 +718,8 @@ class _Reader:
         return _Span(start, end, None, _expr(self.text, m, ctx))
 
     def duration(self, m: re.Match[str]) -> _Span:
-        n = int(m.group("n") or m.group("nn") or 1)
-        unit = (m.group("u") or m.group("uu")).rstrip("s")
+        n = int(m.group("n") or m.group("nn") or m.group("n3") or 1)
+        unit = (m.group("u") or m.group("uu") or m.group("u3")).rstrip("s")
         unit = {"min": "minute", "hr": "hour"}.get(unit, unit)
         if n <= 0:
             raise _Fallback(f"a duration of {n} {unit}s", m.group(0))
