@@ -35,6 +35,9 @@ a point ("tomorrow at 9am", "at 5pm",  ``event_at``; ``valid_from`` = recorded_a
 "in 2 hours")
 =====================================  =========================================================
 
+Also read: "since Tuesday" (from then, no end), "until further notice", "for the rest of the
+week", "a two-hour limit"; the full rules, and how they were measured, are in docs/windows.md.
+
 A window that has already ended when the statement is recorded ("this morning I moved desks",
 said at 15:00) tells when something happened, not how long it holds: it becomes a past event
 (``event_at`` = its start, no end), so the learned decay applies to it.
@@ -677,7 +680,7 @@ class _Reader:
             end += timedelta(days=1)
         if end <= start:
             raise _Fallback("the range ends before it starts", m.group(0))
-        return _Span(start, end, None, _expr(self.text, m, ctx))
+        return _Span(start, end, None, m.group(0).strip())
 
     def until(self, m: re.Match[str]) -> _Span:
         end_txt = m.group("end")
@@ -715,7 +718,7 @@ class _Reader:
             start = min(self.dt(ctx[0], ctx[1], None), max(self.rec, end))
         if end <= start:
             raise _Fallback(f"'{m.group(0)}' is before the window starts", m.group(0))
-        return _Span(start, end, None, _expr(self.text, m, ctx))
+        return _Span(start, end, None, m.group(0).strip())
 
     def duration(self, m: re.Match[str]) -> _Span:
         n = int(m.group("n") or m.group("nn") or m.group("n3") or 1)
@@ -799,11 +802,6 @@ def _has_explicit(*clocks: str | None) -> bool:
 def _explicit_date(phrase: str) -> bool:
     """Whether a phrase names a calendar date (a month, "the 19th", 3/19), not only a weekday."""
     return re.search(rf"\b{_MONTHS}\b|\d(?:st|nd|rd|th)\b|\d/\d|\d{{4}}-", phrase) is not None
-
-
-def _expr(text: str, m: re.Match[str], ctx: object) -> str:
-    del ctx
-    return text[m.start():m.end()].strip()
 
 
 @lru_cache(maxsize=64)
