@@ -134,9 +134,9 @@ def _parsedatetime_day(phrase: str, base: datetime) -> date | None:
 
 
 def _ctparse_day(phrase: str, base: datetime) -> date | None:
-    import ctparse
+    from ctparse.ctparse import ctparse
 
-    got = ctparse.ctparse(phrase, ts=base, timeout=0.5)
+    got = ctparse(phrase, ts=base, timeout=0.5)
     res = getattr(got, "resolution", None)
     if res is None or not all(isinstance(getattr(res, a, None), int)
                               for a in ("year", "month", "day")):

@@ -169,12 +169,12 @@ def _alone(name: str) -> Callable[[str, datetime], tuple[datetime | None, dateti
             found = cal.nlp(text, sourceTime=base)
             return (None, None, found[0][0]) if found else (None, None, None)
         return run_pdt
-    import ctparse
+    from ctparse.ctparse import ctparse
     from ctparse.types import Interval
 
     def run_ct(text: str, base: datetime) -> tuple[datetime | None, datetime | None,
                                                     datetime | None]:
-        got = ctparse.ctparse(text, ts=base, timeout=0.5)
+        got = ctparse(text, ts=base, timeout=0.5)
         res = getattr(got, "resolution", None)
         if isinstance(res, Interval):
             return _ct_datetime(res.t_from), _ct_datetime(res.t_to), None
