@@ -37,6 +37,7 @@ from .errors import (
     ScrubJayError,
     StoreError,
     StoreLockedError,
+    TimeWindowError,
 )
 from .memory import ScrubJayMemory
 from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability
@@ -74,6 +75,7 @@ __all__ = [
     "SearchConfig",
     "StoreError",
     "StoreLockedError",
+    "TimeWindowError",
     "WeightConfig",
     "__version__",
 ]

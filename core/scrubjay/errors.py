@@ -10,6 +10,7 @@ also inherits the builtin a caller would naturally catch::
     │   └── InvalidNamespaceError            a namespace that cannot name a collection safely
     ├── FilterError(ValueError)              a metadata filter outside the supported grammar
     ├── MemoryNotFoundError(KeyError)        no memory with that id in this namespace
+    ├── TimeWindowError(ValueError)          a validity window that ends before it starts
     ├── EmbeddingError(RuntimeError)         the embedder failed or returned unusable vectors
     ├── LLMError(RuntimeError)               a chat model failed, hung or answered off-format
     │                                        (caught internally: the offline fallback is used)
@@ -34,6 +35,7 @@ __all__ = [
     "ScrubJayError",
     "StoreError",
     "StoreLockedError",
+    "TimeWindowError",
 ]
 
 
@@ -67,6 +69,10 @@ class MemoryNotFoundError(ScrubJayError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence readable
         return str(self.args[0]) if self.args else "memory not found"
+
+
+class TimeWindowError(ScrubJayError, ValueError):
+    """A validity window whose ``valid_until`` lies before its ``valid_from``, or is not finite."""
 
 
 class EmbeddingError(ScrubJayError, RuntimeError):

@@ -15,7 +15,7 @@ EXPECTED = {
     "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "ScrubJayError",
     "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
     "MemoryNotFoundError", "EmbeddingError", "FilterError", "LLMError", "StoreError",
-    "StoreLockedError",
+    "StoreLockedError", "TimeWindowError",
     "__version__",
 }
 
@@ -35,7 +35,8 @@ def test_exception_tree() -> None:
              errors.StoreLockedError: errors.StoreError,
              errors.EmbedderMismatchError: errors.ConfigError,
              errors.InvalidNamespaceError: errors.InvalidInputError,
-             errors.FilterError: ValueError}
+             errors.FilterError: ValueError,
+             errors.TimeWindowError: ValueError}
     for exc, base in pairs.items():
         assert issubclass(exc, errors.ScrubJayError) and issubclass(exc, base)
 

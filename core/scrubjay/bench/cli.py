@@ -1,9 +1,12 @@
-"""``scrubjay bench tgt|locomo|factconsolidation|all|perf|supersession``: run the benchmarks.
+"""``scrubjay bench tgt|locomo|factconsolidation|all|perf|supersession|windows``: run the
+benchmarks.
 
 ``perf`` measures cost (latency, ingest, RCI, buffer, memory); see :mod:`scrubjay.bench.perf`.
 ``supersession`` cross-validates the offline supersession detector on its labelled set and
 scores the held-out slots (see :mod:`scrubjay.bench.supersession`); with benchmark data at
 hand it also checks it on FactConsolidation's fact pairs.
+``windows`` scores the stated-window resolver on its bundled labelled set and compares the time
+expression parsers; see :mod:`scrubjay.bench.windows_eval`.
 
 Each command prints its Markdown report and writes it, with a JSON file (and for TGT a PNG),
 into ``--out`` (default ``bench-results/``). Third-party data is read from ``--data`` (default
@@ -29,7 +32,8 @@ from scrubjay.bench.systems import LLM_SYSTEM_NAMES, SYSTEM_NAMES
 
 __all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 
-BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf", "supersession")
+BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf", "supersession",
+              "windows")
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -37,7 +41,8 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
                       "perf: latency, ingest, RCI, buffer, memory; "
-                      "supersession: the offline supersession detector")
+                      "supersession: the offline supersession detector; "
+                      "windows: validity windows stated in the text")
     p.add_argument("benchmark", choices=BENCHMARKS)
     p.add_argument("--seeds", type=int, default=5, help="TGT seeds (default 5)")
     p.add_argument("--instances", type=int, default=20, help="TGT instances per seed (20)")
@@ -110,6 +115,8 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         return cmd_perf(args, out)
     if args.benchmark == "supersession":
         return _cmd_supersession(args, out)
+    if args.benchmark == "windows":
+        return _cmd_windows(args, out)
     out_dir = Path(args.out)
     systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
     unknown = [s for s in systems or () if s not in SYSTEM_NAMES + LLM_SYSTEM_NAMES]
@@ -158,6 +165,15 @@ def _cmd_supersession(args: argparse.Namespace, out: TextIO) -> int:
     paths = write_supersession(res, Path(args.out))
     out.write(paths["md"].read_text() + "\n")
     out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n\n")
+    return 0
+
+
+def _cmd_windows(args: argparse.Namespace, out: TextIO) -> int:
+    from scrubjay.bench.windows_eval import run_windows, write_windows
+
+    paths = write_windows(run_windows(), Path(args.out))
+    out.write(paths["md"].read_text() + "\n")
+    out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n")
     return 0
 
 
