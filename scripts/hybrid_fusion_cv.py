@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-
 from scrubjay.bench import tgt_scoring as ts
 from scrubjay.bench.common import get_embedder
 from scrubjay.bench.run_locomo import build_conversation, load_locomo
@@ -137,6 +136,16 @@ def tgt_factual(tgt: list[tuple[Any, list[str], list[dict[str, Any]]]], scorer: 
     return ts.score(results).factual
 
 
+def _best(labels: list[str], per_conv: dict[str, list[float]], sizes: list[int],
+          held: int | None) -> str:
+    """The label with the best recall on the training conversations other than ``held``."""
+    keep = [i for i in range(len(sizes)) if i != held]
+
+    def obj(label: str) -> float:
+        return sum(per_conv[label][i] for i in keep) / sum(sizes[i] for i in keep)
+    return max(labels, key=obj)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="../shared/benchmarks")
@@ -164,15 +173,10 @@ def main() -> None:
         per_conv = {label: [locomo_recall([c], f) * len(c) for c in convs] for label, f in grid}
         sizes = [len(c) for c in convs]
 
-        def best(held: int | None) -> str:
-            def obj(label: str) -> float:
-                keep = [i for i in range(len(convs)) if i != held]
-                return sum(per_conv[label][i] for i in keep) / sum(sizes[i] for i in keep)
-            ok = [lb for lb, _ in grid if tgt_ok[lb]] or [lb for lb, _ in grid]
-            return max(ok, key=obj)
-
-        chosen = best(None)
-        loo = sum(per_conv[best(h)][h] for h in range(len(convs))) / sum(sizes)
+        ok = [lb for lb, _ in grid if tgt_ok[lb]] or [lb for lb, _ in grid]
+        chosen = _best(ok, per_conv, sizes, None)
+        loo = sum(per_conv[_best(ok, per_conv, sizes, h)][h]
+                  for h in range(len(convs))) / sum(sizes)
         f = dict(grid)[chosen]
         print(f"| {name} | {chosen} | {sum(per_conv[chosen]) / sum(sizes):.4f} | "
               f"{tgt_factual(tgt, f):.4f} | {loo:.4f} |")
