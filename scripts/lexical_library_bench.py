@@ -1,7 +1,7 @@
 """Compare bm25s and tantivy as the lexical index of a memory store (docs/hybrid.md).
 
 Prints, for N short synthetic texts (default 100,000; Zipf words and a few codes, tokenised
-with ``scrubjay.lexical.tokenize``): build time, query p50, the cost of adding 1 and 100 texts
+with ``scrubjay.lexical.tokenize``): build time, query p50 (top 10 and top 100), the cost of adding 1 and 100 texts
 and of deleting 1 from the built index, save + reopen (+ first query) time, disk size, and
 what a SIGKILL during a write leaves. Run from the repository root:
 
@@ -75,6 +75,13 @@ def bench_bm25s(texts: list[str], queries: list[str], work: Path) -> dict[str, f
             model.retrieve([qt], k=10, show_progress=False, n_threads=1)
 
     out["query_p50_ms"] = 1000 * p50(q, queries)
+
+    def q100(text: str) -> None:
+        qt = [w for w in tokenize(text) if w in vocab]
+        if qt:
+            model.retrieve([qt], k=100, show_progress=False, n_threads=1)
+
+    out["query100_p50_ms"] = 1000 * p50(q100, queries)
     t = time.perf_counter()
     build(toks + [tokenize("one more text LH1")])
     out["add1_s"] = time.perf_counter() - t
@@ -105,6 +112,7 @@ def bench_tantivy(texts: list[str], queries: list[str], work: Path) -> dict[str,
     ix = LexicalIndex.open(folder, "bench", list, lambda: rows)
     out["build_s"] = time.perf_counter() - t  # the rebuild path: ids differ from the empty one
     out["query_p50_ms"] = 1000 * p50(lambda s: ix.query(s, 10), queries)
+    out["query100_p50_ms"] = 1000 * p50(lambda s: ix.query(s, 100), queries)
     t = time.perf_counter()
     ix.add(["x0"], ["one more text LH1"])
     out["add1_s"] = time.perf_counter() - t

@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidInputError, StoreError
+from .errors import InvalidInputError, StoreError, StoreLockedError
 
 __all__ = [
     "MAX_QUERY_TOKENS",
@@ -183,7 +183,9 @@ class LexicalIndex:
     """A BM25 index of ``(id, text)`` pairs for one namespace; see the module docstring.
 
     Construct with :meth:`open` (a folder) or :meth:`in_memory`. Methods are thread-safe; one
-    process writes a folder at a time (tantivy holds a writer lock).
+    object writes a namespace folder at a time (tantivy's writer lock, released by the
+    operating system when its process dies; a second :meth:`open` raises
+    :class:`~scrubjay.errors.StoreLockedError`).
 
     >>> ix = LexicalIndex.in_memory([("m1", "parked at spot D3"), ("m2", "lunch at Zuni Cafe")])
     >>> ix.query("where is spot D3?", 5)[0]
@@ -198,10 +200,15 @@ class LexicalIndex:
         self._path = path
         self._namespace = namespace
         self._schema = index.schema
-        self._writer = index.writer(WRITER_HEAP_BYTES, 1)
+        try:
+            self._writer = index.writer(WRITER_HEAP_BYTES, 1)
+        except ValueError as exc:
+            raise StoreLockedError(f"another LexicalIndex writes {path} (in this process or "
+                                   "another): close it first") from exc
         self._ids = ids
         self._count, self._checksum = id_checksum(ids)
         self._lock = threading.RLock()
+        self._lock_fd: int | None = None
         self._closed = False
 
     # -- construction ---------------------------------------------------------------------
@@ -233,6 +240,18 @@ class LexicalIndex:
             raise InvalidInputError(f"The 'namespace' parameter of LexicalIndex.open must be a "
                                     f"str. Got {namespace!r} instead.")
         path = cls.namespace_dir(folder, namespace)
+        lock = _lock(path)
+        try:
+            ix = cls._open_locked(path, namespace, expected_ids, rows)
+        except BaseException:
+            os.close(lock)
+            raise
+        ix._lock_fd = lock
+        return ix
+
+    @classmethod
+    def _open_locked(cls, path: Path, namespace: str, expected_ids: Callable[[], Iterable[str]],
+                     rows: RowsFn) -> LexicalIndex:
         _finish_swap(path)
         count, checksum = id_checksum(expected_ids())
         manifest = _read_manifest(path)
@@ -362,6 +381,8 @@ class LexicalIndex:
                 shutil.rmtree(self._path, ignore_errors=True)
                 shutil.rmtree(self._path.with_name(self._path.name + ".new"),
                               ignore_errors=True)
+                self._path.with_name(self._path.name + ".lock").unlink(missing_ok=True)
+            self._unlock()
 
     def close(self) -> None:
         """Release the writer (and its lock). Further calls raise :class:`StoreError`."""
@@ -369,6 +390,7 @@ class LexicalIndex:
             if not self._closed:
                 self._release()
                 self._closed = True
+            self._unlock()
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -463,9 +485,30 @@ class LexicalIndex:
         if writer is not None:
             writer.wait_merging_threads()
 
+    def _unlock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            os.close(fd)
+
     def _adopt(self, other: LexicalIndex) -> None:
         self._index, self._schema, self._writer = other._index, other._schema, other._writer
         self._ids, self._count, self._checksum = other._ids, other._count, other._checksum
+
+
+def _lock(path: Path) -> int:
+    """Hold ``<namespace dir>.lock`` (``flock``, exclusive) so that one object at a time checks,
+    rebuilds and writes the namespace; the operating system releases it when a process dies."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(fd)
+        raise StoreLockedError(f"another LexicalIndex writes {path} (in this process or "
+                               "another): close it first") from exc
+    return fd
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:

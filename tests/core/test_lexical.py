@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scrubjay.errors import InvalidInputError, StoreError
+from scrubjay.errors import InvalidInputError, StoreError, StoreLockedError
 from scrubjay.fusion import (
     fuse,
     fuse_reference,
@@ -192,6 +192,15 @@ def test_round_trip_without_rebuild(tmp_path: Path, caplog: pytest.LogCaptureFix
     again.add(["m9"], ["a new note about spot D3"])  # writable after reopen
     assert set(again.query("d3", 5)[0]) == {"m1", "m9"}
     again.close()
+
+
+def test_a_second_writer_is_refused(tmp_path: Path) -> None:
+    store = _Store(ROWS)
+    ix = store.open(tmp_path)
+    with pytest.raises(StoreLockedError):
+        store.open(tmp_path)
+    ix.close()
+    store.open(tmp_path).close()  # free again once closed
 
 
 def test_namespaces_share_a_folder_apart(tmp_path: Path) -> None:
