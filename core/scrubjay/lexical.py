@@ -39,7 +39,11 @@ point the index holds the last committed state. On open, the manifest is compare
 the store holds (``expected_ids``) and with the index's document count; when they differ, or
 the index cannot be read, the namespace is rebuilt from the ``(id, text)`` rows the store
 gives (``rows``). A crash between a tantivy commit and the manifest write therefore costs a
-rebuild, never a wrong answer.
+rebuild, never a wrong answer. The caller writes the store (Chroma) first and this index second:
+the check compares id sets, so a crash between the two is seen through the ids. A text replaced
+under an id the index already has is not seen by it: after a crash between the store's update
+and the index's, the index keeps the old text for that id until :meth:`~LexicalIndex.purge`
+or a rebuild, unless the caller re-adds the updated rows (e.g. from its change log) on open.
 
 Deleting removes a memory from every answer at once; its terms stay in tantivy's segment files
 until :meth:`~LexicalIndex.purge` rewrites the namespace from the live rows (as Chroma's own
@@ -276,10 +280,9 @@ class LexicalIndex:
             if manifest is not None or path.exists():
                 logger.warning("lexical index of namespace %r rebuilt: %s", namespace, reason)
             return cls._build(path, namespace, rows())
-        ids = set(manifest["ids"]) if manifest and "ids" in manifest else None
         assert index is not None
         ix = cls(index=index, path=path, namespace=namespace, ids=set())
-        ix._ids = ids if ids is not None else ix._read_ids()
+        ix._ids = ix._read_ids()
         ix._count, ix._checksum = count, checksum
         return ix
 
