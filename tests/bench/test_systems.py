@@ -159,3 +159,36 @@ def test_time_weighted_frameworks_follow_the_query_time(cls_name: str,
     fresh = cls(emb)
     fresh.index([old])
     assert fresh.answer("Osaka", T0 + 3600, k=1)[0].judged_valid
+
+
+def test_hybrid_is_the_fusion_of_its_two_channels(emb: CachedEmbedder) -> None:
+    from scrubjay.fusion import LEXICAL_WEIGHT, fuse, lexical_score
+
+    system = make_system("hybrid", emb)
+    try:
+        system.index(MEMORIES)
+        answers = system.answer("which editor, Zed?", T0 + DAY, k=3)
+        cos, bm, _ = system.channels("which editor, Zed?")
+        expected = fuse(cos, lexical_score(bm), LEXICAL_WEIGHT)
+        assert [a.id for a in answers] == [MEMORIES[i].id for i in np.argsort(-expected)]
+        assert answers[0].id == "m2"
+        assert [a.score for a in answers] == pytest.approx(sorted(expected, reverse=True))
+        # no index term: the dense order, scaled by 1 - lambda
+        only_stop = system.answer("the and of?", T0 + DAY, k=3)
+        cos = system.channels("the and of?")[0]
+        assert [a.score for a in only_stop] == pytest.approx(
+            sorted((1 - LEXICAL_WEIGHT) * cos, reverse=True))
+    finally:
+        close_system(system)
+
+
+def test_bm25_dense_rrf_ranks_by_reciprocal_ranks(emb: CachedEmbedder) -> None:
+    system = make_system("bm25-dense-rrf", emb)
+    try:
+        system.index(MEMORIES)
+        top = system.answer("Falcon build", T0 + DAY, k=3)
+        assert top[0].id == "m3"
+        # first on both channels: 0.5 / (60 + 1) twice
+        assert top[0].score == pytest.approx(1 / (RRF_K + 1))
+    finally:
+        close_system(system)

@@ -16,6 +16,15 @@ Systems
     Cosine similarity of the query to the memory texts, with the same embedder as ScrubJay-MEM.
 ``B4-rrf``
     Reciprocal rank fusion of B2 and B3: ``sum_r 1 / (RRF_K + rank_r)``, ranks from 1.
+``bm25-dense-rrf``
+    Reciprocal rank fusion (``RRF_K`` = 60, equal weights) of the store's lexical channel
+    (:class:`scrubjay.lexical.LexicalIndex`: its tokeniser, tantivy's BM25) and dense cosine:
+    the obvious fusion, beside which ``hybrid``'s gain is visible.
+``hybrid``
+    The lexical channel and the dense what channel as the memory fuses them
+    (:func:`scrubjay.fusion.fuse`): candidates are the dense top ``LEXICAL_CANDIDATES`` and the
+    lexical top ``LEXICAL_CANDIDATES``; ``r = (1 - lambda) cos + lambda BM25 / max BM25``.
+    No decay or RCI: it shows what the lexical channel adds to ScrubJay-MEM's relevance.
 ``B5-dense-recency``
     ``cos * exp(-age / T)`` with one global ``T`` (``RECENCY_T_S``); stale when
     ``exp(-age / T) < stale_ratio`` (ScrubJay-MEM's 0.5).
@@ -75,7 +84,9 @@ __all__ = [
     "CachedEmbedder",
     "DenseRecencySystem",
     "DenseSystem",
+    "HybridSystem",
     "LangChainTimeWeightedSystem",
+    "LexicalRRFSystem",
     "LlamaIndexTimeWeightedSystem",
     "MemoryItem",
     "RRFSystem",
@@ -335,6 +346,87 @@ class RRFSystem(_Base):
         fused = rrf_scores([rank_b, rank_d])
         scores = np.array([fused[i] for i in ids])
         return [Answer(ids[i], self.items[i].text, True, float(scores[i]))
+                for i in self._top(scores, k)]
+
+
+class _LexicalDense(_Base):
+    """Dense cosines and the store's lexical channel (an in-memory :class:`LexicalIndex`)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        super().__init__()
+        self.dense = DenseSystem(embedder)
+        self._lexical: Any = None
+
+    def index(self, memories: Iterable[MemoryItem | tuple[str, str, str, float]]) -> None:
+        from scrubjay.lexical import LexicalIndex
+
+        items = _items(memories)
+        super().index(items)
+        self.dense.index(items)
+        if self._lexical is None:
+            self._lexical = LexicalIndex.in_memory()
+            self._pos: dict[str, int] = {}
+        for m in items:
+            self._pos.setdefault(m.id, len(self._pos))
+        self._lexical.add([m.id for m in items], [m.text for m in items])
+
+    def channels(self, query: str) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                            NDArray[np.int64]]:
+        """``(cosines, BM25 scores, lexical ranks)`` per memory (BM25 0 and rank 0 past the
+        lexical top ``LEXICAL_CANDIDATES``)."""
+        from scrubjay.fusion import LEXICAL_CANDIDATES
+
+        cos = self.dense.cosines(query)
+        bm = np.zeros(len(self.items))
+        rank = np.zeros(len(self.items), dtype=np.int64)
+        ids, scores = self._lexical.query(query, LEXICAL_CANDIDATES)
+        for r, (i, sc) in enumerate(zip(ids, scores, strict=True), start=1):
+            bm[self._pos[i]] = sc
+            rank[self._pos[i]] = r
+        return cos, bm, rank
+
+    def close(self) -> None:
+        if self._lexical is not None:
+            self._lexical.close()
+
+
+class LexicalRRFSystem(_LexicalDense):
+    """``bm25-dense-rrf``: RRF (k = 60, equal weights) of the lexical channel and dense."""
+
+    name = "bm25-dense-rrf"
+
+    def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
+        from scrubjay.fusion import weighted_rrf
+
+        if not self.items:
+            return []
+        cos, _, rank_l = self.channels(query)
+        order = self._top(cos, len(cos))
+        rank_d = np.empty(len(cos), dtype=np.int64)
+        rank_d[order] = np.arange(1, len(cos) + 1)
+        scores = weighted_rrf(rank_l, rank_d, k=RRF_K, lexical_weight=0.5)
+        return [Answer(self.items[i].id, self.items[i].text, True, float(scores[i]))
+                for i in self._top(scores, k)]
+
+
+class HybridSystem(_LexicalDense):
+    """``hybrid``: :func:`scrubjay.fusion.fuse` of dense and lexical over their candidates."""
+
+    name = "hybrid"
+
+    def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
+        from scrubjay.fusion import LEXICAL_CANDIDATES, fuse, lexical_score
+
+        if not self.items:
+            return []
+        cos, bm, rank_l = self.channels(query)
+        candidate = rank_l > 0
+        candidate[self._top(cos, LEXICAL_CANDIDATES)] = True
+        scores = np.where(candidate, fuse(cos, lexical_score(bm)), -np.inf)
+        # the memories outside both candidate lists follow, by their fused score
+        rest = ~candidate
+        scores[rest] = fuse(cos[rest], np.zeros(int(rest.sum()))) - 4.0
+        return [Answer(self.items[i].id, self.items[i].text, True, float(scores[i]))
                 for i in self._top(scores, k)]
 
 
@@ -598,6 +690,8 @@ _FACTORIES: dict[str, Callable[[Embedder, int], Any]] = {
     "B3-dense": lambda e, seed: DenseSystem(e),
     "B4-rrf": lambda e, seed: RRFSystem(e),
     "B5-dense-recency": lambda e, seed: DenseRecencySystem(e),
+    "bm25-dense-rrf": lambda e, seed: LexicalRRFSystem(e),
+    "hybrid": lambda e, seed: HybridSystem(e),
     "LC-time-weighted": lambda e, seed: LangChainTimeWeightedSystem(e),
     "LI-time-weighted": lambda e, seed: LlamaIndexTimeWeightedSystem(e),
     **{v: functools.partial(_scrubjay_system, variant=v) for v in SCRUBJAY_VARIANTS},
@@ -628,7 +722,8 @@ def make_system(name: str, embedder: Any = None, *, seed: int = 0, llm: Any = No
 
 
 def close_system(system: Any) -> None:
-    """Release a system's resources (the ScrubJay in-memory Chroma collections)."""
+    """Release a system's resources (the ScrubJay in-memory Chroma collections, the lexical
+    indexes)."""
     close = getattr(system, "close", None)
     if close is not None:
         close()
