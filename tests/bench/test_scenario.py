@@ -138,7 +138,13 @@ def test_score_question_hand_examples() -> None:
     assert (s.passed, s.current_at_1, s.outdated_flagged) == (False, True, 0)
     # the outdated one first (even flagged): fails
     s = score_question(["old", "new"], [True, False], "new", ["old"])
-    assert (s.passed, s.current_at_1) == (False, False)
+    assert (s.passed, s.current_at_1, s.outdated_first, s.slot_first) == (False, False, True,
+                                                                         True)
+    # another slot first: a relevance failure, not a time failure
+    s = score_question(["other", "new"], [False, False], "new", ["old"])
+    assert (s.current_at_1, s.outdated_first, s.slot_first) == (False, False, False)
+    # a memory of the slot that is neither wanted nor outdated (tomorrow's hotel) counts
+    assert score_question(["later"], [False], "new", [], slot_ids=["later"]).slot_first
     # an outdated memory beyond the top 3 does not count
     assert score_question(["new", "a", "b", "old"], [False] * 4, "new", ["old"]).passed
     # a wanted memory flagged stale still passes, but is counted as a false stale
@@ -174,6 +180,7 @@ def test_runner_scores_a_tiny_timeline_with_a_known_answer() -> None:
     assert o["current@1"] == pytest.approx(2 / 3)
     assert o["passed"] == pytest.approx(1 / 3)
     assert o["outdated_in_top"] == 2 and o["stale_flagged"] == 0.0 and o["false_stale"] == 0.0
+    assert o["outdated_first"] == pytest.approx(1 / 3) and o["slot@1"] == 1.0
     qs = res["systems"]["B2-bm25"]["timelines"]["tiny"]["questions"]
     assert [q["passed"] for q in qs] == [True, False, False]
     assert [q["top"][0]["id"] for q in qs] == ["kid", "car-2", "car-1"]
@@ -181,14 +188,16 @@ def test_runner_scores_a_tiny_timeline_with_a_known_answer() -> None:
 
 def test_runner_quick_on_the_shipped_timelines_reports_every_metric() -> None:
     res = run_scenario(embedder=HashEmbedder(dim=64), quick=True, progress=False)
-    assert set(res["systems"]) == {"SJ-add", "SJ-integrate", "B3-dense", "B2-bm25"}
+    assert set(res["systems"]) == {"SJ-add", "SJ-integrate", "B3-dense", "B2-bm25",
+                                   "B5-dense-recency"}
     assert all(t["n_questions"] == QUICK_QUESTIONS for t in res["timelines"].values())
     for name, r in res["systems"].items():
         o = r["overall"]
         assert o["n_questions"] == QUICK_QUESTIONS * len(SCENARIO_NAMES)
-        for key in ("passed", "current@1", "false_stale"):
+        for key in ("passed", "current@1", "false_stale", "outdated_first", "slot@1"):
             assert 0.0 <= o[key] <= 1.0
-        assert o["passed"] <= o["current@1"]
+        assert o["passed"] <= o["current@1"] <= o["slot@1"]
+        assert o["current@1"] + o["outdated_first"] <= o["slot@1"] + 1e-9
         for tl_res in r["timelines"].values():  # the stored answers re-score to the verdicts
             for q in tl_res["questions"]:
                 s = score_question([h["id"] for h in q["top"]], [h["stale"] for h in q["top"]],
@@ -273,6 +282,7 @@ def test_scenario_cli_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert main(["bench", "scenario", "--quick", "--systems", "SJ-add,B2-bm25", "--out",
                  str(out), "--no-progress"]) == 0
     assert "| SJ-add |" in capsys.readouterr().out
+    assert "{" not in (out / "scenario.md").read_text()  # every field formatted
     res = json.loads((out / "scenario.json").read_text())
     assert res["quick"] and set(res["systems"]) == {"SJ-add", "B2-bm25"}
     assert main(["bench", "scenario", "--systems", "nope", "--out", str(out)]) == 2

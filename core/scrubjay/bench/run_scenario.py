@@ -17,12 +17,15 @@ stale flag flags none). Reported per timeline and overall: the pass share, curre
 first), the stale-flagged rate (outdated memories in the top ``TOP_K`` that are flagged, over
 all outdated memories there) and the false-stale rate (questions whose wanted memory is in the
 top ``TOP_K`` but flagged stale: a system flagging everything would otherwise look perfect).
+Two diagnostics tell relevance failures from time failures: slot@1 (the first memory is about
+the question's slot, current or not) and outdated-first (an outdated memory is first).
 
 Systems: ``SJ-add`` (:class:`~scrubjay.ScrubJayMemory` through its public API: ``add_many`` with
 ``at`` = the memory's time, ``search`` with ``at`` = the question's time), ``SJ-integrate`` (the
 same, with ``integrate()`` instead of the add for the memories that update a slot, i.e. those
 with a non-empty ``supersedes``: what a caller who knows "this is an update" would do) and the
-baselines of :mod:`scrubjay.bench.systems` (default: ``B3-dense``, ``B2-bm25``).
+baselines of :mod:`scrubjay.bench.systems` (default: ``B3-dense``, ``B2-bm25``,
+``B5-dense-recency``).
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ SCENARIO_NAMES = ("personal", "work", "trip")
 SJ_MODES = ("SJ-add", "SJ-integrate")
 """ScrubJay-MEM with plain adds, and with ``integrate()`` for the memories that update a slot."""
 
-DEFAULT_SCENARIO_SYSTEMS = (*SJ_MODES, "B3-dense", "B2-bm25")
+DEFAULT_SCENARIO_SYSTEMS = (*SJ_MODES, "B3-dense", "B2-bm25", "B5-dense-recency")
+"""ScrubJay-MEM in both modes; flat dense, BM25, and dense with one global recency decay
+(the one baseline here with a stale flag)."""
 
 QUICK_QUESTIONS = 6
 """Questions per timeline in the reduced size (``--quick``): the events up to the sixth."""
@@ -232,11 +237,21 @@ class QuestionScore:
     outdated_flagged: int
     want_flagged_stale: bool
     """The wanted memory is in the top k but flagged stale."""
+    outdated_first: bool
+    """An outdated memory is ranked first (the time went wrong)."""
+    slot_first: bool
+    """The first memory is about the question's slot, current or not (the relevance went
+    right): with ``current_at_1`` and ``outdated_first`` it tells relevance failures from
+    time failures."""
 
 
 def score_question(ranking: Sequence[str], stale: Sequence[bool], want: str,
-                   outdated: Iterable[str], k: int = TOP_K) -> QuestionScore:
+                   outdated: Iterable[str], k: int = TOP_K,
+                   slot_ids: Iterable[str] = ()) -> QuestionScore:
     """Score one ranked answer (ids best first, with each one's stale flag).
+
+    ``slot_ids``: the memories of the wanted memory's slot recorded so far (for
+    :attr:`QuestionScore.slot_first`; the wanted and outdated ones count in any case).
 
     >>> s = score_question(["new", "old"], [False, True], "new", ["old"])
     >>> s.passed, s.outdated_in_top, s.outdated_flagged
@@ -251,9 +266,12 @@ def score_question(ranking: Sequence[str], stale: Sequence[bool], want: str,
     in_top = [flag for mid, flag in zip(top, flags, strict=True) if mid in old]
     first = bool(top) and top[0] == want
     want_stale = any(flag for mid, flag in zip(top, flags, strict=True) if mid == want)
+    same_slot = {want, *old, *slot_ids}
     return QuestionScore(passed=first and all(in_top), current_at_1=first,
                          outdated_in_top=len(in_top), outdated_flagged=sum(in_top),
-                         want_flagged_stale=want_stale)
+                         want_flagged_stale=want_stale,
+                         outdated_first=bool(top) and top[0] in old,
+                         slot_first=bool(top) and top[0] in same_slot)
 
 
 def summarise(scores: Sequence[QuestionScore]) -> dict[str, Any]:
@@ -266,7 +284,9 @@ def summarise(scores: Sequence[QuestionScore]) -> dict[str, Any]:
             "current@1": sum(s.current_at_1 for s in scores) / n if n else nan,
             "outdated_in_top": in_top,
             "stale_flagged": sum(s.outdated_flagged for s in scores) / in_top if in_top else nan,
-            "false_stale": sum(s.want_flagged_stale for s in scores) / n if n else nan}
+            "false_stale": sum(s.want_flagged_stale for s in scores) / n if n else nan,
+            "outdated_first": sum(s.outdated_first for s in scores) / n if n else nan,
+            "slot@1": sum(s.slot_first for s in scores) / n if n else nan}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,13 +413,16 @@ def run_scenario(*, systems: Sequence[str] = DEFAULT_SCENARIO_SYSTEMS,
         every: list[QuestionScore] = []
         for tl in tls:
             answers = _answers(name, tl, emb)
+            slot_of = {m.id: m.slot for m in tl.memories}
             scores = [score_question([a[0] for a in ans], [a[1] for a in ans], q.want,
-                                     q.outdated) for ans, q in zip(answers, tl.questions,
-                                                                   strict=True)]
+                                     q.outdated, slot_ids=[i for i, _ in ans
+                                                           if slot_of.get(i) == slot_of[q.want]])
+                      for ans, q in zip(answers, tl.questions, strict=True)]
             every += scores
             per_tl[tl.name] = {**summarise(scores), "questions": [
                 {"id": q.id, "want": q.want, "outdated": list(q.outdated),
-                 "top": [{"id": i, "stale": s} for i, s in ans], "passed": sc.passed}
+                 "top": [{"id": i, "stale": s} for i, s in ans], "passed": sc.passed,
+                 "slot_first": sc.slot_first, "outdated_first": sc.outdated_first}
                 for q, ans, sc in zip(tl.questions, answers, scores, strict=True)]}
             bar.update(1)
         results[name] = {"overall": summarise(every), "timelines": per_tl,
@@ -421,17 +444,20 @@ def scenario_markdown(res: dict[str, Any]) -> str:
     rows = []
     for name, r in res["systems"].items():
         o = r["overall"]
-        rows.append([name, pct(o["passed"]), pct(o["current@1"]),
+        rows.append([name, pct(o["passed"]), pct(o["current@1"]), pct(o["slot@1"]),
+                     pct(o["outdated_first"]),
                      f"{pct(o['stale_flagged'])} ({o['outdated_in_top']})",
                      pct(o["false_stale"]),
                      *[pct(r["timelines"][t]["passed"]) for t in names]])
     head = (f"Scenario timelines{' (quick)' if res['quick'] else ''}: {len(names)} timelines, "
             f"{n_m} memories, {n_q} questions; embedder {res['embedder']}. A question passes "
             f"when the wanted memory is first and every outdated memory in the top {k} is "
-            f"flagged stale. stale-flagged: outdated memories in the top {k} flagged stale (their "
-            f"number in brackets); false stale: questions whose wanted memory is in the top {k} "
+            "flagged stale. slot@1: the first memory is about the right thing, current or not; "
+            "outdated first: an outdated memory is first. stale-flagged: outdated memories in "
+            f"the top {k} flagged stale (their number in brackets); false stale: questions whose wanted memory is in the top {k} "
             "but flagged stale. Target for ScrubJay-MEM: passed >= 90%.\n\n")
-    table = md_table(["system", "passed %", "current@1 %", "stale-flagged %", "false stale %",
+    table = md_table(["system", "passed %", "current@1 %", "slot@1 %", "outdated first %",
+                      "stale-flagged %", "false stale %",
                       *[f"passed % ({t}, {res['timelines'][t]['n_questions']} q)"
                         for t in names]], rows)
     return head + table + f"\n\nRun time {res['seconds_total']:.0f} s.\n"
