@@ -1,5 +1,11 @@
-"""``scrubjay bench tgt|locomo|factconsolidation|all|perf|supersession|windows``: run the
-benchmarks.
+"""``scrubjay bench tgt|locomo|factconsolidation|scenario|asof|all|perf|supersession|windows``:
+run the benchmarks.
+
+``scenario`` runs the hand-written timelines (:mod:`scrubjay.bench.run_scenario`), ``asof`` the
+as-of probes on FactConsolidation (:mod:`scrubjay.bench.run_asof`); both have their own systems
+(ScrubJay-MEM with plain adds and with ``integrate()``, and their baselines), which ``all`` runs
+whatever ``--systems`` says. ``--quick`` (shared with ``perf``) runs them at a reduced
+size.
 
 ``perf`` measures cost (latency, ingest, RCI, buffer, memory); see :mod:`scrubjay.bench.perf`.
 ``supersession`` cross-validates the offline supersession detector on its labelled set and
@@ -32,14 +38,19 @@ from scrubjay.bench.systems import LLM_SYSTEM_NAMES, SYSTEM_NAMES
 
 __all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 
-BENCHMARKS = ("tgt", "locomo", "factconsolidation", "all", "perf", "supersession",
-              "windows")
+BENCHMARKS = ("tgt", "locomo", "factconsolidation", "scenario", "asof", "all", "perf",
+              "supersession", "windows")
+
+OWN_SYSTEMS = {"scenario": ("SJ-add", "SJ-integrate"), "asof": ("SJ-add", "SJ-integrate",
+                                                                "B3-dense-asof")}
+"""Systems only the scenario and as-of benchmarks know."""
 
 
 def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``bench`` command to the ``scrubjay`` command line."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation; "
+        "bench", help="quality benchmarks: TGT, LoCoMo, FactConsolidation, scenario "
+                      "timelines, as-of probes; "
                       "perf: latency, ingest, RCI, buffer, memory; "
                       "supersession: the offline supersession detector; "
                       "windows: validity windows stated in the text")
@@ -119,13 +130,14 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
         return _cmd_windows(args, out)
     out_dir = Path(args.out)
     systems = tuple(s.strip() for s in args.systems.split(",")) if args.systems else None
-    unknown = [s for s in systems or () if s not in SYSTEM_NAMES + LLM_SYSTEM_NAMES]
-    chosen = ("tgt", "factconsolidation", "locomo") if args.benchmark == "all" \
-        else (args.benchmark,)
+    own = OWN_SYSTEMS.get(args.benchmark, ())
+    known = SYSTEM_NAMES + LLM_SYSTEM_NAMES + own
+    unknown = [s for s in systems or () if s not in known]
+    chosen = ("tgt", "factconsolidation", "locomo", "scenario", "asof") \
+        if args.benchmark == "all" else (args.benchmark,)
     try:
         if unknown:
-            raise ValueError(f"unknown systems {unknown}; known: "
-                             f"{', '.join(SYSTEM_NAMES + LLM_SYSTEM_NAMES)}")
+            raise ValueError(f"unknown systems {unknown}; known: {', '.join(known)}")
         _check_llm_options(args, systems)
         if args.benchmark not in ("tgt", "all") and getattr(args, "llm", None):
             raise ValueError("--llm is used by TGT only: run 'scrubjay bench tgt' or 'all'")
@@ -135,10 +147,13 @@ def cmd_bench(args: argparse.Namespace, out: TextIO) -> int:
 
             get_embedder("minilm")  # fail early with a clear message
         for name in chosen:
-            if name != "tgt" and systems and all(s in LLM_SYSTEM_NAMES for s in systems):
+            if name in OWN_SYSTEMS and args.benchmark == "all":
+                paths = _run_one(name, args, None, out_dir)
+            elif name != "tgt" and systems and all(s in LLM_SYSTEM_NAMES for s in systems):
                 out.write(f"{name}: skipped (the LLM systems are scored on TGT only)\n\n")
                 continue
-            paths = _run_one(name, args, systems, out_dir, llm)
+            else:
+                paths = _run_one(name, args, systems, out_dir, llm)
             out.write(paths["md"].read_text() + "\n")
             out.write("wrote " + ", ".join(str(p) for p in paths.values()) + "\n\n")
     except (RuntimeError, FileNotFoundError, ValueError) as exc:
@@ -194,6 +209,22 @@ def _run_one(name: str, args: argparse.Namespace, systems: tuple[str, ...] | Non
         return write_tgt(res, out_dir)
     if systems:  # LLM systems are scored on TGT only (see the module docstring)
         systems = tuple(s for s in systems if s not in LLM_SYSTEM_NAMES)
+    if name == "scenario":
+        from scrubjay.bench.run_scenario import (
+            DEFAULT_SCENARIO_SYSTEMS,
+            run_scenario,
+            write_scenario,
+        )
+
+        res = run_scenario(systems=systems or DEFAULT_SCENARIO_SYSTEMS, embedder=args.embedder,
+                           quick=getattr(args, "quick", False), progress=progress)
+        return write_scenario(res, out_dir)
+    if name == "asof":
+        from scrubjay.bench.run_asof import ASOF_SYSTEMS, run_asof, write_asof
+
+        res = run_asof(_data(args), systems=systems or ASOF_SYSTEMS, embedder=args.embedder,
+                       quick=getattr(args, "quick", False), progress=progress)
+        return write_asof(res, out_dir)
     if name == "factconsolidation":
         from scrubjay.bench.run_factconsolidation import (
             DEFAULT_FC_SYSTEMS,

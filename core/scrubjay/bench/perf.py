@@ -921,7 +921,8 @@ def add_perf_arguments(p: Any) -> None:
                    help="comma-separated store sizes for search (default 1000,10000,100000)")
     p.add_argument("--million", action="store_true", help="also measure N = 1,000,000")
     p.add_argument("--mode", choices=("embedded", "server", "both"), default="both")
-    p.add_argument("--quick", action="store_true", help="tiny sizes (for tests)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes (for tests; scenario and asof: a reduced size too)")
     p.add_argument("--queries", type=int, default=100, help="timed queries per size (100)")
 
 
