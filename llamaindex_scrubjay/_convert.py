@@ -22,6 +22,7 @@ from typing import Any
 
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, TextNode
 from scrubjay import Hit, InvalidInputError, MemoryRecord
+from scrubjay.annotation import safe_annotation
 
 __all__ = [
     "LLM_VISIBLE_KEYS",
@@ -99,7 +100,9 @@ def record_to_node(record: MemoryRecord) -> TextNode:
         "memory_id": record.id, "context": record.context,
         "created_at": float(record.created_at_s), "label": record.label,
         "pi": float(record.pi), "tau_s": float(record.tau_s), "value": float(record.value),
-        "source": str(record.source), "annotation": record.annotation,
+        "source": str(record.source),
+        # data, hidden from the LLM; checked again for stores written before the checks
+        "annotation": safe_annotation(record.annotation),
     })
     hidden = [k for k in SCRUBJAY_KEYS if k not in LLM_VISIBLE_KEYS]
     return TextNode(id_=record.id, text=record.text, metadata=meta,

@@ -34,6 +34,7 @@ from numpy.typing import NDArray
 
 from ._blas import one_blas_thread
 from ._validation import check_k, check_metadata, check_namespace, check_text, to_epoch_s
+from .annotation import annotate_many
 from .buffer import (
     BufferBlock,
     BufferState,
@@ -62,7 +63,7 @@ from .graph import (
     strongest_columns,
     temporal_horizon_s,
 )
-from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
+from .llm import RCI_PROMPT, LLMClient
 from .mirror import Mirror, Rows
 from .perishability import Classifier
 from .rci import affinities, apply_updates, event_key, fallback_deltas, parse_deltas
@@ -98,8 +99,6 @@ Timestamp = float | int | datetime
 #: A memory may be dated at most this far after the memory's clock (chosen: clock skew between
 #: an agent and its host; anything later is almost surely a unit error, e.g. milliseconds).
 MAX_FUTURE_SKEW_S = 300.0
-#: Longest future-oriented annotation kept (chosen).
-MAX_ANNOTATION_CHARS = 500
 #: A relevance search against a server first asks Chroma for this many candidates per hit
 #: wanted (chosen: with equal values the k nearest are already the exact top k; the margin
 #: covers values lowered by RCI; the exactness check below widens when it does not suffice).
@@ -466,10 +465,12 @@ class ScrubJayMemory:
         self._lock = threading.RLock()
         self._embedder: Embedder = as_embedder(embedder)
         self._llm = (LLMClient(llm, timeout_s=config.llm.timeout_s,
-                               max_reply_chars=config.llm.max_reply_chars)
+                               max_reply_chars=config.llm.max_reply_chars,
+                               probe_interval_s=config.llm.probe_interval_s)
                      if llm is not None else None)
         self._classifier = Classifier(config.classifier, self._llm,
-                                      stale_ratio=config.decay.stale_ratio)
+                                      stale_ratio=config.decay.stale_ratio,
+                                      batch_items=config.llm.batch_items)
         self._embedded = client is None
         self._private_prefix: str | None = None
         if path is not None:
@@ -811,7 +812,7 @@ class ScrubJayMemory:
         between the batch's matrix products and takes a core from Chroma; see
         ``scrubjay._blas``); its thread count is restored after.
         """
-        with self._lock:
+        with self._lock, self._llm_budget():
             self._fresh()
             prepared = self._prepare_items(items)
             if not prepared:
@@ -859,17 +860,18 @@ class ScrubJayMemory:
                                  id=mid, id_given=given))
         return out
 
-    def _annotate(self, text: str, context: str) -> str:
+    def _llm_budget(self) -> contextlib.AbstractContextManager[None]:
+        """One operation's chat-model calls share ``config.llm.timeout_s``."""
+        return self._llm.budget() if self._llm is not None else contextlib.nullcontext()
+
+    def _annotations(self, items: list[_Prepared]) -> list[str]:
         if self._llm is None or not self.config.llm.annotate:
-            return ""
-        try:
-            reply = self._llm.complete(ANNOTATE_PROMPT.format(context=context, text=text))
-        except LLMError:
-            return ""
-        return " ".join(reply.split())[:MAX_ANNOTATION_CHARS]
+            return [""] * len(items)
+        return annotate_many(self._llm, [p.text for p in items], [p.context for p in items],
+                             batch_items=self.config.llm.batch_items)
 
     def _store_items(self, items: list[_Prepared]) -> list[MemoryRecord]:
-        annotations = [self._annotate(p.text, p.context) for p in items]
+        annotations = self._annotations(items)
         what = self._embed([f"{p.text} {a}".strip() if a else p.text
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
@@ -2020,7 +2022,7 @@ class ScrubJayMemory:
         owner = "ScrubJayMemory.integrate"
         check_text(new_info, "new_info", owner)
         check_text(context, "context", owner, allow_empty=True)
-        with self._lock:
+        with self._lock, self._llm_budget():
             self._fresh()
             t_n = self._time(at, owner)
             if store:  # checked before any update: the add of the news would refuse it after
