@@ -17,6 +17,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 from scrubjay import Hit, MemoryRecord
+from scrubjay.annotation import safe_annotation
 from scrubjay.explain import STALE_KEYS, Staleness, mark, stale_metadata, unmark
 
 __all__ = [
@@ -48,7 +49,9 @@ def record_to_document(rec: MemoryRecord) -> Document:
     meta.update({
         "id": str(rec.id), "context": str(rec.context), "created_at": float(rec.created_at_s),
         "label": str(rec.label), "pi": float(rec.pi), "tau_s": float(rec.tau_s),
-        "value": float(rec.value), "source": str(rec.source), "annotation": str(rec.annotation),
+        "value": float(rec.value), "source": str(rec.source),
+        # data, never page content; checked again for stores written before the checks
+        "annotation": safe_annotation(str(rec.annotation)),
     })
     if rec.updated_at_s is not None:
         meta["updated_at"] = float(rec.updated_at_s)

@@ -32,6 +32,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 from scrubjay import FilterError, Hit, InvalidInputError, MemoryRecord
+from scrubjay.annotation import safe_annotation
 from scrubjay.explain import STALE_KEYS, Staleness, mark, stale_metadata, unmark
 
 __all__ = [
@@ -111,7 +112,9 @@ def record_to_node(record: MemoryRecord) -> TextNode:
         "memory_id": record.id, "context": record.context,
         "created_at": float(record.created_at_s), "label": record.label,
         "pi": float(record.pi), "tau_s": float(record.tau_s), "value": float(record.value),
-        "source": str(record.source), "annotation": record.annotation,
+        "source": str(record.source),
+        # data, hidden from the LLM; checked again for stores written before the checks
+        "annotation": safe_annotation(record.annotation),
     })
     hidden = [k for k in SCRUBJAY_KEYS if k not in LLM_VISIBLE_KEYS]
     return TextNode(id_=record.id, text=record.text, metadata=meta,

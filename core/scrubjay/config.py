@@ -347,7 +347,19 @@ class LLMConfig:
     """How chat models are called for classification, RCI and annotation."""
 
     timeout_s: float = 30.0
-    """A call slower than this counts as failed and the offline fallback is used (chosen)."""
+    """The longest one operation (``add``, ``add_many``, ``integrate``) waits for the chat
+    model, all its calls together; a call cut off by it counts as failed, the offline fallbacks
+    are used and the model is offline until a probe answers (chosen)."""
+    probe_interval_s: float = 60.0
+    """After a call timed out, the chat model is not called (the offline fallbacks are used)
+    for this many seconds; the next call then probes it, and the model is back once a probe
+    answers (chosen: a hung model costs one timeout a minute, not one per operation; 0 probes
+    at every call)."""
+    batch_items: int = 32
+    """An ``add_many`` asks the model about this many memories per call, once to classify them
+    and once to annotate them (one memory: the paper's prompts; chosen: 32 annotations of
+    at most ``scrubjay.annotation.MAX_ANNOTATION_CHARS`` fit ``max_reply_chars`` and a chat
+    model's usual 4,096-token answer)."""
     annotate: bool = True
     """Append the future-oriented annotation (paper §3.7) when an LLM is configured."""
     max_reply_chars: int = 20_000
@@ -356,6 +368,11 @@ class LLMConfig:
     def __post_init__(self) -> None:
         _check(_finite(self.timeout_s) and self.timeout_s > 0, "LLMConfig", "timeout_s", "> 0",
                self.timeout_s)
+        _check(_finite(self.probe_interval_s) and self.probe_interval_s >= 0, "LLMConfig",
+               "probe_interval_s", ">= 0", self.probe_interval_s)
+        _check(isinstance(self.batch_items, int) and not isinstance(self.batch_items, bool)
+               and 1 <= self.batch_items <= 1024, "LLMConfig", "batch_items",
+               "an int in [1, 1024]", self.batch_items)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

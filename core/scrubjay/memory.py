@@ -38,6 +38,7 @@ from ._validation import (
     prepare_items,
     to_epoch_s,
 )
+from .annotation import annotate_many
 from .backends import Batch, open_backend
 from .buffer import BufferState, select_buffer, task_probability
 from .config import ScrubJayConfig
@@ -52,7 +53,7 @@ from .errors import (
     ScrubJayError,
 )
 from .graph import EpisodicGraph
-from .llm import ANNOTATE_PROMPT, RCI_PROMPT, LLMClient
+from .llm import RCI_PROMPT, LLMClient
 from .perishability import Classifier
 from .ranking import Query
 from .rci import event_key, fallback_deltas, parse_deltas
@@ -72,8 +73,6 @@ logger = logging.getLogger(__name__)
 
 Timestamp = float | int | datetime
 
-#: Longest future-oriented annotation kept (chosen).
-MAX_ANNOTATION_CHARS = 500
 
 
 class ScrubJayMemory:
@@ -137,10 +136,12 @@ class ScrubJayMemory:
         self._lock = threading.RLock()
         self._embedder: Embedder = as_embedder(embedder)
         self._llm = (LLMClient(llm, timeout_s=config.llm.timeout_s,
-                               max_reply_chars=config.llm.max_reply_chars)
+                               max_reply_chars=config.llm.max_reply_chars,
+                               probe_interval_s=config.llm.probe_interval_s)
                      if llm is not None else None)
         self._classifier = Classifier(config.classifier, self._llm,
-                                      stale_ratio=config.decay.stale_ratio)
+                                      stale_ratio=config.decay.stale_ratio,
+                                      batch_items=config.llm.batch_items)
         self._buffer: BufferState | None = None
         self._closed = False
         self._backend = open_backend(path, client, self.namespace, config, self._lock)
@@ -259,7 +260,7 @@ class ScrubJayMemory:
         between the batch's matrix products and takes a core from Chroma; see
         ``scrubjay._blas``); its thread count is restored after.
         """
-        with self._lock:
+        with self._lock, self._llm_budget():
             self._fresh()
             prepared = self._prepare_items(items)
             if not prepared:
@@ -270,17 +271,18 @@ class ScrubJayMemory:
     def _prepare_items(self, items: Iterable[str | Mapping[str, Any]]) -> list[PreparedItem]:
         return prepare_items(items, self.now(), "ScrubJayMemory.add")
 
-    def _annotate(self, text: str, context: str) -> str:
+    def _llm_budget(self) -> contextlib.AbstractContextManager[None]:
+        """One operation's chat-model calls share ``config.llm.timeout_s``."""
+        return self._llm.budget() if self._llm is not None else contextlib.nullcontext()
+
+    def _annotations(self, items: list[PreparedItem]) -> list[str]:
         if self._llm is None or not self.config.llm.annotate:
-            return ""
-        try:
-            reply = self._llm.complete(ANNOTATE_PROMPT.format(context=context, text=text))
-        except LLMError:
-            return ""
-        return " ".join(reply.split())[:MAX_ANNOTATION_CHARS]
+            return [""] * len(items)
+        return annotate_many(self._llm, [p.text for p in items], [p.context for p in items],
+                             batch_items=self.config.llm.batch_items)
 
     def _store_items(self, items: list[PreparedItem]) -> list[MemoryRecord]:
-        annotations = [self._annotate(p.text, p.context) for p in items]
+        annotations = self._annotations(items)
         what = self._embed([f"{p.text} {a}".strip() if a else p.text
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
@@ -415,7 +417,7 @@ class ScrubJayMemory:
         owner = "ScrubJayMemory.integrate"
         check_text(new_info, "new_info", owner)
         check_text(context, "context", owner, allow_empty=True)
-        with self._lock:
+        with self._lock, self._llm_budget():
             self._fresh()
             t_n = self._time(at, owner)
             if store:  # checked before any update: the add of the news would refuse it after

@@ -4,7 +4,9 @@ Two estimators:
 
 * the chat model, with the paper's prompt (App. F.3) and strict JSON parsing; its numbers are
   clipped (``pi`` to ``[pi_min, 1]``, ``tau`` to ``[tau_min_s, tau_max_s]``) and an unknown label
-  is a parse failure;
+  is a parse failure. One memory is asked with the paper's prompt; a batch of several in one
+  call per ``batch_items`` memories (:data:`~scrubjay.llm.CLASSIFY_MANY_PROMPT`), and an answer
+  that fails for one memory falls back for that memory only;
 * offline, when no chat model is configured or it fails: the trained estimator of
   :mod:`scrubjay.estimator` (default), or the paper's keyword rule (``offline="keyword"``), whose
   keywords match whole words (``issue`` does not match ``tissue``).
@@ -24,10 +26,18 @@ from numpy.typing import NDArray
 
 from .config import LABELS, ClassifierConfig
 from .errors import LLMError
-from .llm import CLASSIFY_PROMPT, LLMClient, finite_float, parse_json_object
+from .llm import (
+    CLASSIFY_MANY_PROMPT,
+    CLASSIFY_PROMPT,
+    LLMClient,
+    finite_float,
+    memories_block,
+    parse_json_object,
+)
 from .types import Perishability
 
-__all__ = ["Classifier", "keyword_classify", "parse_classification"]
+__all__ = ["Classifier", "keyword_classify", "parse_classification",
+           "parse_classifications"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +81,41 @@ def parse_classification(reply: str, cfg: ClassifierConfig) -> Perishability:
     >>> parse_classification('{"label": "ephemeral", "pi": 7, "tau_sec": 1}', ClassifierConfig())
     Perishability(label='ephemeral', pi=1.0, tau_s=60.0, source='llm')
     """
+    return _classification_of(parse_json_object(reply), cfg)
+
+
+def parse_classifications(reply: str, n: int, cfg: ClassifierConfig
+                          ) -> list[Perishability | LLMError]:
+    """Parse the answer to :data:`~scrubjay.llm.CLASSIFY_MANY_PROMPT` for ``n`` memories.
+
+    :class:`LLMError` if the reply is not ``{"memories": [...]}`` with ``n`` entries; else one
+    :class:`Perishability` per entry, or the :class:`LLMError` of an entry that is off.
+
+    >>> parse_classifications('{"memories": [{"label": "factual", "pi": 0.1, "tau_sec": 1e6},'
+    ...                       ' {"label": "soon"}]}', 2, ClassifierConfig())[1]
+    LLMError("The chat model's label must be one of the four labels.")
+    """
     obj = parse_json_object(reply)
+    entries = obj.get("memories")
+    if set(obj) != {"memories"} or not isinstance(entries, list) or len(entries) != n:
+        raise LLMError(f"The chat model's reply must be {{\"memories\": [...]}} with {n} "
+                       "entries.")
+    out: list[Perishability | LLMError] = []
+    for entry in entries:
+        try:
+            if not isinstance(entry, dict):
+                raise LLMError("Each of the chat model's memories must be a JSON object.")
+            out.append(_classification_of(entry, cfg))
+        except LLMError as err:
+            out.append(err)
+    return out
+
+
+def _classification_of(obj: dict[str, Any], cfg: ClassifierConfig) -> Perishability:
     label = obj.get("label")
     if not isinstance(label, str) or label.strip().lower() not in LABELS:
-        raise LLMError(f"The chat model's label must be one of {LABELS}. Got {label!r} instead.")
+        # not the label itself: a model may echo the memory there
+        raise LLMError("The chat model's label must be one of the four labels.")
     pi = finite_float(obj, "pi")
     tau = finite_float(obj, "tau_sec")
     return Perishability(label=label.strip().lower(), pi=_clip(pi, cfg.pi_min, 1.0),
@@ -117,22 +158,23 @@ class Classifier:
     """
 
     def __init__(self, cfg: ClassifierConfig, llm: LLMClient | None = None, *,
-                 stale_ratio: float = 0.5) -> None:
+                 stale_ratio: float = 0.5, batch_items: int = 32) -> None:
         self.cfg = cfg
         self.llm = llm
         self.stale_ratio = stale_ratio
+        self.batch_items = batch_items
 
     def classify_many(self, texts: Sequence[str], contexts: Sequence[str],
                       what: NDArray[np.float32], where: NDArray[np.float32], *,
                       vectors_by: str | None = None) -> list[Perishability]:
-        """One :class:`Perishability` per text (LLM per memory when configured, else offline).
+        """One :class:`Perishability` per text (the LLM when configured, else offline).
 
         ``vectors_by``: the name of the embedder that produced ``what`` from exactly ``texts``
         and ``where`` from ``contexts``; when it is the estimator's own embedder, the estimator
         reuses those rows instead of embedding the texts a second time.
         """
-        llm = [self._llm_classify(t, c) if self.llm is not None else None
-               for t, c in zip(texts, contexts, strict=True)]
+        llm = (self._llm_classify_many(texts, contexts) if self.llm is not None
+               else [None] * len(texts))
         need_offline = [i for i, p in enumerate(llm) if p is None]
         need_estimate = list(range(len(texts))) if (
             self.cfg.offline == "estimator" and (need_offline or self.cfg.llm_clip_decades)) \
@@ -190,6 +232,36 @@ class Classifier:
         # the clipped lifetime
         pi = _clip(tau * k / life, self.cfg.pi_min, 1.0)
         return Perishability(label=p.label, pi=pi, tau_s=tau, source="llm")
+
+    def _llm_classify_many(self, texts: Sequence[str], contexts: Sequence[str]
+                           ) -> list[Perishability | None]:
+        """The model's answer per memory (None where it failed): one memory with the paper's
+        prompt, more in one call per ``batch_items``."""
+        assert self.llm is not None
+        if len(texts) == 1:
+            return [self._llm_classify(texts[0], contexts[0])]
+        out: list[Perishability | None] = []
+        for lo in range(0, len(texts), self.batch_items):
+            part_t, part_c = texts[lo:lo + self.batch_items], contexts[lo:lo + self.batch_items]
+            try:
+                reply = self.llm.complete(CLASSIFY_MANY_PROMPT.format(
+                    memories=memories_block(part_t, part_c)))
+            except LLMError:
+                out.extend([None] * len(part_t))
+                continue
+            try:
+                answers = parse_classifications(reply, len(part_t), self.cfg)
+            except LLMError as err:
+                self.llm.note_parse_failure(err)
+                out.extend([None] * len(part_t))
+                continue
+            for answer in answers:
+                if isinstance(answer, LLMError):
+                    self.llm.note_parse_failure(answer)
+                    out.append(None)
+                else:
+                    out.append(answer)
+        return out
 
     def _llm_classify(self, text: str, context: str) -> Perishability | None:
         assert self.llm is not None

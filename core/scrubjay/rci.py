@@ -30,7 +30,7 @@ from numpy.typing import NDArray
 
 from .config import RCIConfig
 from .errors import LLMError
-from .llm import finite_float, parse_json_object
+from .llm import check_reply_text, finite_float, parse_json_object, strip_controls
 from .types import Deltas
 from .unit import l2_normalize
 
@@ -72,6 +72,7 @@ def parse_deltas(reply: str, cfg: RCIConfig) -> Deltas:
     summary = obj.get("summary", "")
     if not isinstance(summary, str):
         raise LLMError("The chat model's 'summary' must be a string.")
+    summary = strip_controls(check_reply_text(summary, "'summary'"))
     return clip_deltas(finite_float(obj, "delta_value"), finite_float(obj, "delta_pi"),
                        finite_float(obj, "delta_tau"), summary, cfg)
 

@@ -148,9 +148,11 @@ def test_hanging_llm_times_out_and_falls_back() -> None:
 
 def test_llm_failure_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     llm = ScriptedLLM([ConnectionError("no server at 127.0.0.1:11434")])
-    v = np.ones((3, 4), np.float32) / 2
+    v = np.ones((1, 4), np.float32) / 2
+    classifier = _classifier(llm)
     with caplog.at_level("DEBUG", logger="scrubjay.llm"):
-        _classifier(llm).classify_many(["a", "b", "c"], ["", "", ""], v, v)
+        for text in ("a", "b", "c"):
+            classifier.classify_many([text], [""], v, v)
     warnings = [r for r in caplog.records if r.levelname == "WARNING"]
     assert len(warnings) == 1 and "offline fallbacks" in warnings[0].getMessage()
     assert len(llm.prompts) == 3

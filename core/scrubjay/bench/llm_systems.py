@@ -84,7 +84,9 @@ def as_client(llm: Any) -> LLMClient:
     """``llm`` as an :class:`LLMClient` with the benchmark's timeout (unchanged if it is one)."""
     if isinstance(llm, LLMClient):
         return llm
-    return LLMClient(llm, timeout_s=LLM_TIMEOUT_S, max_reply_chars=LLM_MAX_REPLY_CHARS)
+    # every call after a timeout probes the model: a benchmark wants each question asked
+    return LLMClient(llm, timeout_s=LLM_TIMEOUT_S, max_reply_chars=LLM_MAX_REPLY_CHARS,
+                     probe_interval_s=0.0)
 
 
 def format_age(age_s: float) -> str:

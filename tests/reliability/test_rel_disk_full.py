@@ -1,0 +1,148 @@
+"""A full disk (ENOSPC) under an embedded store, during ``add_many`` and during ``purge``.
+
+The store lives on a small ``tmpfs`` mounted for the test (root only: ``mount -t tmpfs``); a
+ballast file fills what is left of it, so that Chroma's and the edge file's next writes get
+ENOSPC from the kernel. Checked: the call raises a :class:`~scrubjay.StoreError` (nothing else
+escapes), the open memory still answers for what it acknowledged, and once the ballast is
+removed the store opens in the same process with every acknowledged memory, none of the failed
+batch, no acknowledged delete back, and works again (``add``, ``purge``).
+
+``SCRUBJAY_ENOSPC_ROUNDS`` (default 5) sets the batches tried on the full disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from scrubjay import (
+    ClassifierConfig,
+    MemoryNotFoundError,
+    ScrubJayConfig,
+    ScrubJayError,
+    ScrubJayMemory,
+    StoreError,
+)
+from scrubjay.testing import HashEmbedder
+
+CFG = ScrubJayConfig(classifier=ClassifierConfig(offline="keyword"))
+#: The tmpfs size: room for the store and a few hundred memories (chosen).
+DISK = "32m"
+ROUNDS = int(os.environ.get("SCRUBJAY_ENOSPC_ROUNDS", "5"))
+FIGURES: dict[str, object] = {}
+
+
+@contextlib.contextmanager
+def _small_disk(folder: Path) -> Iterator[Path]:
+    folder.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (the full-disk test runs as root in CI)")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK}", "tmpfs", str(folder)],
+                   check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    """Write a ballast file until the disk is full; return it."""
+    ballast = disk / "ballast"
+    with open(ballast, "ab", buffering=0) as f:
+        for size in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    return ballast
+
+
+def _open(path: Path) -> ScrubJayMemory:
+    return ScrubJayMemory(path=path, embedder=HashEmbedder(dim=256), config=CFG)
+
+
+def _batch(tag: str, n: int) -> list[dict[str, str]]:
+    return [{"id": f"{tag}-{j}", "text": f"note {tag} {j} " + "y" * 300, "context": f"ctx {tag}"}
+            for j in range(n)]
+
+
+def _cause_chain(exc: BaseException) -> str:
+    parts = []
+    cur: BaseException | None = exc
+    while cur is not None:
+        parts.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__
+    return " <- ".join(parts)
+
+
+def test_enospc_during_add_many_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    with _small_disk(tmp_path / "disk") as disk:
+        path = disk / "store"
+        mem = _open(path)
+        acked = {r.id for r in mem.add_many(_batch("a", 100))}
+        ballast = _fill(disk)
+        errors = []
+        for k in range(ROUNDS):  # a full disk fails every write
+            with pytest.raises(ScrubJayError) as info:
+                mem.add_many(_batch(f"full{k}", 20))
+            errors.append(info.value)
+        assert all(isinstance(e, StoreError) for e in errors), [_cause_chain(e) for e in errors]
+        # the open memory answers for what it acknowledged, and shows none of the failed
+        assert len(mem) == len(acked)
+        assert {r.id for r in mem} == acked
+        assert mem.get("a-7").text.startswith("note a 7")
+        with pytest.raises(MemoryNotFoundError):
+            mem.get("full0-0")
+        with contextlib.suppress(ScrubJayError):  # the close's snapshot may not fit
+            mem.close()
+        ballast.unlink()
+        again = _open(path)  # in the same process, once there is room
+        try:
+            assert {r.id for r in again} == acked
+            again.add("the disk has room again")
+            assert len(again) == len(acked) + 1
+        finally:
+            again.close()
+    FIGURES["add"] = {"acked": len(acked), "failed_calls": len(errors),
+                      "failed_items": 20 * len(errors), "lost": 0,
+                      "error": _cause_chain(errors[0])[:160]}
+
+
+def test_enospc_during_purge_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    with _small_disk(tmp_path / "disk") as disk:
+        path = disk / "store"
+        mem = _open(path)
+        mem.add_many(_batch("p", 300))
+        deleted = {f"p-{j}" for j in range(0, 300, 3)}
+        for mid in sorted(deleted):
+            mem.delete(mid)
+        kept = {f"p-{j}" for j in range(300)} - deleted
+        ballast = _fill(disk)
+        with pytest.raises(ScrubJayError) as info:
+            mem.purge()
+        assert isinstance(info.value, StoreError), _cause_chain(info.value)
+        assert {r.id for r in mem} == kept
+        with contextlib.suppress(ScrubJayError):
+            mem.close()
+        ballast.unlink()
+        again = _open(path)
+        try:
+            ids = {r.id for r in again}
+            assert ids == kept and not ids & deleted
+            assert again.purge()  # with room, the purge goes through
+            assert {r.id for r in again} == kept
+        finally:
+            again.close()
+    FIGURES["purge"] = {"kept": len(kept), "deleted": len(deleted),
+                        "error": _cause_chain(info.value)[:160]}
+
+
+def test_report_figures() -> None:
+    print(f"\nRELIABILITY disk full: tmpfs={DISK} {FIGURES}")
+    assert FIGURES
