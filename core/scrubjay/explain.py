@@ -8,16 +8,16 @@ integrations call them so that a stale memory's text reads the same in both::
 Reasons, strongest first:
 
 * ``superseded``: another memory replaced it (the record's ``superseded_by``, with
-  ``invalidated_at`` as the time); the marker quotes the newer memory, shortened;
-* ``window ended``: its validity window closed (``valid_until`` at or before the query time);
+  ``invalidated_at_s`` as the time, once it has passed); the marker quotes the newer memory, shortened;
+* ``window ended``: its validity window closed (``valid_until_s`` at or before the query time);
 * ``decayed``: its utility fell below the stale threshold (paper Eq. 3). Since
   ``U / V = exp(-pi age / tau)``, that happened at ``created + tau ln(1 / stale_ratio) / pi``
   (:func:`scrubjay.decay.stale_age_s`), or when RCI last updated it if that is later (an update
   can make a memory stale at once); a memory whose value RCI drove to 0 is stale from that
   update.
 
-``superseded_by``, ``invalidated_at`` and ``valid_until`` are read with ``getattr`` from the hit
-and its record, so records that do not carry them simply never give those reasons.
+``superseded_by``, ``invalidated_at_s`` and ``valid_until_s`` are read with ``getattr`` from the hit
+and its record (:class:`~scrubjay.types.MemoryRecord` carries them).
 """
 
 from __future__ import annotations
@@ -89,19 +89,22 @@ def staleness(item: Any, *, at_s: float, stale_ratio: float, stale: bool | None 
     """
     record = getattr(item, "record", item)
     newer = _attr(item, "superseded_by")
-    if newer is not None:
+    replaced_at = _epoch(_attr(item, "invalidated_at_s"))
+    if newer is not None and (replaced_at is None or replaced_at <= at_s):
         text = getattr(newer, "text", None)
         if text is None:
             text = (lookup(str(newer)) if lookup is not None else None) or str(newer)
-        since = _epoch(_attr(item, "invalidated_at"))
+        since = replaced_at
         if since is None:
             since = record.updated_at_s if record.updated_at_s is not None else record.created_at_s
         return Staleness(reason="superseded", since_s=float(since),
                          superseded_by=_shorten(str(text)))
-    until = _epoch(_attr(item, "valid_until"))
+    until = _epoch(_attr(item, "valid_until_s"))
     if until is not None and until <= at_s:
         return Staleness(reason="window ended", since_s=until)
-    since = decayed_since(record.value, record.pi, record.tau_s, record.created_at_s,
+    start = getattr(record, "valid_from_s", None)
+    since = decayed_since(record.value, record.pi, record.tau_s,
+                          record.created_at_s if start is None else start,
                           record.updated_at_s, stale_ratio)
     if stale is None:
         stale = since <= at_s

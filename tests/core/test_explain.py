@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from scrubjay import MemoryRecord, ScrubJayMemory
@@ -56,24 +56,17 @@ def test_a_value_driven_to_zero_is_stale_from_its_update() -> None:
         reason="decayed", since_s=T0 + 60)
 
 
-@dataclass
-class _Superseded:
-    record: MemoryRecord
-    superseded_by: Any = None
-    invalidated_at: Any = None
-    valid_until: Any = None
-
-
 def test_superseded_and_window_ended_read_by_getattr() -> None:
     rec = _record(pi=0.01, tau_s=1e9)
-    sup = _Superseded(rec, superseded_by="new-id", invalidated_at=T0 + 3600)
+    sup = dataclasses.replace(rec, superseded_by="new-id", invalidated_at_s=T0 + 3600)
+    assert staleness(sup, at_s=T0 + 1800, stale_ratio=0.5) is None  # not replaced yet then
     texts = {"new-id": "I moved the car to level 5 of the north garage, next to the lifts"}
     st = staleness(sup, at_s=T0 + 7200, stale_ratio=0.5, lookup=texts.get)
     assert st is not None and st.reason == "superseded" and st.since_s == T0 + 3600
     assert marker(st) == ("[outdated since 2025-11-24 17:00 UTC: superseded by: I moved the "
                           "car to level 5 of the north garage, next to...]")
     assert stale_metadata(st)["superseded_by"].endswith("...")
-    ended = _Superseded(rec, valid_until=T0 + 60)
+    ended = dataclasses.replace(rec, valid_until_s=T0 + 60)
     assert staleness(ended, at_s=T0 + 30, stale_ratio=0.5) is None
     st = staleness(ended, at_s=T0 + 120, stale_ratio=0.5)
     assert st == Staleness(reason="window ended", since_s=T0 + 60)
