@@ -97,7 +97,9 @@ class EmbeddedClients:
     *process* gets :class:`StoreLockedError` instead of risking a corrupted store.
     """
 
-    _lock = threading.Lock()
+    # reentrant: a release from a finaliser that the garbage collector runs inside acquire()
+    # (on this thread) must not deadlock
+    _lock = threading.RLock()
     _open: ClassVar[dict[str, tuple[Any, Any, int]]] = {}
 
     @classmethod

@@ -44,6 +44,7 @@ from .types import MemoryRecord
 __all__ = [
     "INDEX_DRIFT_MAX_RAD",
     "RCI_EVENT_KEY",
+    "TEMPORAL_KEY",
     "RowsBackup",
     "StoredRow",
     "decode_vector",
@@ -56,10 +57,12 @@ __all__ = [
     "pack_perishability",
     "pack_rci",
     "pack_row",
+    "pack_temporal",
     "record_of",
     "row_meta",
     "row_text",
     "rows_from_get",
+    "temporal_fields",
     "user_filter_keys",
 ]
 
@@ -323,7 +326,8 @@ def record_of(row: StoredRow) -> MemoryRecord:
         tau_s=float(m.get("sj_tau", 45 * 86_400.0)), value=float(m.get("sj_value", 1.0)),
         created_at_s=float(m.get("sj_t", 0.0)), metadata=loads_user_meta(m.get("sj_meta")),
         annotation=str(m.get("sj_ann", "")), source=m.get("sj_src", "keyword"),
-        updated_at_s=float(m["sj_updated"]) if "sj_updated" in m else None)
+        updated_at_s=float(m["sj_updated"]) if "sj_updated" in m else None,
+        **temporal_fields(m.get(TEMPORAL_KEY)))
 
 
 def meta_of(rec: MemoryRecord, edges: str) -> dict[str, Any]:
@@ -343,5 +347,44 @@ def meta_of(rec: MemoryRecord, edges: str) -> dict[str, Any]:
         meta["sj_meta"] = dumps_user_meta(rec.metadata)
     if rec.updated_at_s is not None:
         meta["sj_updated"] = float(rec.updated_at_s)
+    temporal = pack_temporal(rec)
+    if temporal is not None:
+        meta[TEMPORAL_KEY] = temporal
     meta.update(user_filter_keys(rec.metadata))
     return meta
+
+
+#: Metadata key of a memory's validity and replacement (JSON, :func:`pack_temporal`); absent
+#: when it has none (valid from when it was recorded, no stated end, not replaced).
+TEMPORAL_KEY = "sj_when"
+_TEMPORAL_FIELDS = (("vf", "valid_from_s"), ("vu", "valid_until_s"),
+                    ("inv", "invalidated_at_s"), ("sup", "superseded_by"))
+
+
+def pack_temporal(rec: MemoryRecord) -> str | None:
+    """The ``sj_when`` payload of a record, or None when it has nothing to say.
+
+    >>> from scrubjay.types import MemoryRecord
+    >>> pack_temporal(MemoryRecord(id="a", text="t", context="", label="factual", pi=0.1,
+    ...     tau_s=60.0, value=1.0, created_at_s=5.0, invalidated_at_s=9.0, superseded_by="b"))
+    '{"inv":9.0,"sup":"b"}'
+    """
+    payload = {key: getattr(rec, name) for key, name in _TEMPORAL_FIELDS
+               if getattr(rec, name) is not None}
+    return json.dumps(payload, separators=(",", ":")) if payload else None
+
+
+def temporal_fields(payload: Any) -> dict[str, Any]:
+    """The record fields an ``sj_when`` payload holds (none when absent or unreadable)."""
+    if not isinstance(payload, str) or not payload:
+        return {}
+    try:
+        obj = json.loads(payload)
+        out: dict[str, Any] = {}
+        for key, name in _TEMPORAL_FIELDS:
+            if obj.get(key) is not None:
+                out[name] = str(obj[key]) if key == "sup" else float(obj[key])
+        return out
+    except (ValueError, TypeError, AttributeError):
+        logger.warning("Ignoring unreadable validity metadata")
+        return {}

@@ -410,7 +410,24 @@ class SearchConfig:
     (Chosen: a scan of 20k x 256 float32 costs about what an HNSW query does;
     ``scrubjay bench perf`` reports the recall of the HNSW path against the scan.)"""
 
+    superseded_weight: float = 0.5
+    """Default ranking: a superseded memory's key is multiplied by ``1 - superseded_weight``
+    (chosen; :mod:`scrubjay.timeline`, docs/ranking.md)."""
+    stale_weight: float = 0.25
+    """Default ranking: a memory stale otherwise (decayed, window ended) is multiplied by
+    ``1 - stale_weight`` (chosen)."""
+    recency_weight: float = 0.1
+    """Default ranking: the largest share of its key a memory loses to age, ``1 - recency``
+    (chosen: time reorders memories within 10% of each other's relevance, no more)."""
+    recency_horizon_s: float = 30 * 86_400.0
+    """Default ranking: ``recency = exp(-age / recency_horizon_s)`` (chosen: 30 days)."""
+
     def __post_init__(self) -> None:
+        for name in ("superseded_weight", "stale_weight", "recency_weight"):
+            x = getattr(self, name)
+            _check(_finite(x) and 0 <= x < 1, "SearchConfig", name, "in [0, 1)", x)
+        _check(_finite(self.recency_horizon_s) and self.recency_horizon_s > 0, "SearchConfig",
+               "recency_horizon_s", "a finite number > 0", self.recency_horizon_s)
         _check(self.ranking in ("relevance", "paper"), "SearchConfig", "ranking",
                "'relevance' or 'paper'", self.ranking)
         _check(isinstance(self.candidates, int) and self.candidates >= 1, "SearchConfig",

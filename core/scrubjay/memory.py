@@ -39,7 +39,7 @@ from ._validation import (
     to_epoch_s,
 )
 from .annotation import annotate_many
-from .backends import Batch, open_backend
+from .backends import Batch, open_backend, weakly
 from .buffer import BufferState, select_buffer, task_probability
 from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
@@ -145,7 +145,7 @@ class ScrubJayMemory:
         self._buffer: BufferState | None = None
         self._closed = False
         self._backend = open_backend(path, client, self.namespace, config, self._lock)
-        self._backend.on_gone = self._gone
+        self._backend.on_gone = weakly(self._gone)  # the backend keeps the memory not alive
         try:
             self._open()
         except BaseException:

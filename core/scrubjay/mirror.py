@@ -6,6 +6,7 @@ The arrays are the input of the vectorised scoring; Chroma stays the source of t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,6 +30,12 @@ class Rows:
     pi: NDArray[np.float64]
     tau: NDArray[np.float64]
     t: NDArray[np.float64]
+    valid_from: NDArray[np.float64]
+    """When each memory is or becomes true (its ``t`` unless stated)."""
+    valid_until: NDArray[np.float64]
+    """When each stops being true (``inf``: no stated end)."""
+    invalidated: NDArray[np.float64]
+    """When a later memory replaced each (``inf``: none did)."""
 
     def __len__(self) -> int:
         return len(self.records)
@@ -44,13 +51,26 @@ class Rows:
                    value=np.array([r.value for r in records], dtype=np.float64),
                    pi=np.array([r.pi for r in records], dtype=np.float64),
                    tau=np.array([r.tau_s for r in records], dtype=np.float64),
-                   t=np.array([r.created_at_s for r in records], dtype=np.float64))
+                   t=np.array([r.created_at_s for r in records], dtype=np.float64),
+                   **temporal_arrays(records))
 
     def take(self, idx: Sequence[int] | NDArray[np.intp]) -> Rows:
         idx = np.asarray(idx, dtype=np.intp)
         return Rows(records=[self.records[i] for i in idx], what=self.what[idx],
                     where=self.where[idx], value=self.value[idx], pi=self.pi[idx],
-                    tau=self.tau[idx], t=self.t[idx])
+                    tau=self.tau[idx], t=self.t[idx], valid_from=self.valid_from[idx],
+                    valid_until=self.valid_until[idx], invalidated=self.invalidated[idx])
+
+
+def temporal_arrays(records: Sequence[MemoryRecord]) -> dict[str, NDArray[np.float64]]:
+    """``valid_from``, ``valid_until`` and ``invalidated`` of :class:`Rows` for ``records``."""
+    inf = math.inf
+    return {"valid_from": np.array([r.created_at_s if r.valid_from_s is None else r.valid_from_s
+                                    for r in records], dtype=np.float64),
+            "valid_until": np.array([inf if r.valid_until_s is None else r.valid_until_s
+                                     for r in records], dtype=np.float64),
+            "invalidated": np.array([inf if r.invalidated_at_s is None else r.invalidated_at_s
+                                     for r in records], dtype=np.float64)}
 
 
 class Mirror:
@@ -63,6 +83,9 @@ class Mirror:
     _pi: NDArray[np.float64]
     _tau: NDArray[np.float64]
     _t: NDArray[np.float64]
+    _vfrom: NDArray[np.float64]
+    _vuntil: NDArray[np.float64]
+    _inv: NDArray[np.float64]
     wdeg: NDArray[np.float64]
     drift: NDArray[np.float64]
 
@@ -87,7 +110,7 @@ class Mirror:
 
         self._what = grow(getattr(self, "_what", None), (cap, self.dim), np.float32)
         self._where = grow(getattr(self, "_where", None), (cap, self.dim), np.float32)
-        for name in ("_value", "_pi", "_tau", "_t"):
+        for name in ("_value", "_pi", "_tau", "_t", "_vfrom", "_vuntil", "_inv"):
             setattr(self, name, grow(getattr(self, name, None), (cap,), np.float64))
         for name in ("wdeg", "drift"):
             if hasattr(self, name):
@@ -101,7 +124,9 @@ class Mirror:
         """Arrays over all rows (views, not copies: do not keep them across writes)."""
         n = self.n
         return Rows(records=self._records, what=self._what[:n], where=self._where[:n],
-                    value=self._value[:n], pi=self._pi[:n], tau=self._tau[:n], t=self._t[:n])
+                    value=self._value[:n], pi=self._pi[:n], tau=self._tau[:n], t=self._t[:n],
+                    valid_from=self._vfrom[:n], valid_until=self._vuntil[:n],
+                    invalidated=self._inv[:n])
 
     def maxima(self) -> tuple[float, float]:
         """``(largest value, largest drift)`` over all rows (0 when empty), kept until the next
@@ -135,6 +160,7 @@ class Mirror:
         self._pi[lo:hi] = [r.pi for r in records]
         self._tau[lo:hi] = [r.tau_s for r in records]
         self._t[lo:hi] = [r.created_at_s for r in records]
+        self._set_temporal(slice(lo, hi), records)
         self.wdeg[lo:hi] = 0.0
         self.drift[lo:hi] = 0.0 if drift is None else drift
         for i, rec in enumerate(records):
@@ -154,10 +180,18 @@ class Mirror:
         self._value[rows] = [rec.value for rec in records]
         self._pi[rows] = [rec.pi for rec in records]
         self._tau[rows] = [rec.tau_s for rec in records]
+        self._set_temporal(rows, records)
         if what is not None:
             self._what[rows] = what
         if drift is not None:
             self.drift[rows] = drift
+
+    def _set_temporal(self, rows: slice | NDArray[np.intp],
+                      records: Sequence[MemoryRecord]) -> None:
+        arrays = temporal_arrays(records)
+        self._vfrom[rows] = arrays["valid_from"]
+        self._vuntil[rows] = arrays["valid_until"]
+        self._inv[rows] = arrays["invalidated"]
 
     def set_wdeg(self, mid: str, weight: float) -> None:
         row = self.row_of.get(mid)
@@ -174,7 +208,7 @@ class Mirror:
             last = self.n - 1
             if row != last:
                 for arr in (self._what, self._where, self._value, self._pi, self._tau, self._t,
-                            self.wdeg, self.drift):
+                            self._vfrom, self._vuntil, self._inv, self.wdeg, self.drift):
                     arr[row] = arr[last]
                 moved = self._records[last]
                 self._records[row] = moved

@@ -26,12 +26,23 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .buffer import BufferBlock, block_bonus
-from .decay import utility
+from .config import SearchConfig
+from .decay import is_stale, utility
 from .mirror import Rows
+from .timeline import (
+    CURRENT,
+    DECAYED,
+    ENDED,
+    REASONS,
+    SUPERSEDED,
+    stale_reasons,
+    time_factor,
+    visible,
+)
 from .types import Hit, new_hit
 
 __all__ = ["Query", "partial_scores", "rank_block", "rank_paper", "rank_paper_reference",
-           "rank_relevance", "relevance_order"]
+           "rank_relevance", "relevance_keys", "relevance_order", "time_factors"]
 
 #: Candidates whose graph bonus is computed first: the best ``max(4 * k, BONUS_FIRST)`` by
 #: ``S'`` (chosen: a bonus is at most ``d * wdeg * max S'U``, so few outsiders need one).
@@ -63,7 +74,7 @@ def partial_scores(rows: Rows, e_q: NDArray[np.float32], c_q: NDArray[np.float32
     sim_what = rows.what @ e_q
     # an empty context embeds to zero: its column is zero, without multiplying N rows
     sim_where = rows.where @ c_q if c_q.any() else np.zeros(len(rows), np.float32)
-    u = utility(rows.value, rows.pi, rows.tau, rows.t, t_q)
+    u = utility(rows.value, rows.pi, rows.tau, rows.valid_from, t_q)
     a, b, g, _ = weights
     s_prime = a * sim_what + b * sim_where + g * u
     return sim_what.astype(np.float64), sim_where.astype(np.float64), u, s_prime
@@ -130,7 +141,7 @@ def rank_paper(rows: Rows, q: Query, *, neighbours: Neighbours, stale_ratio: flo
         m = min(n, 4 * m)
     final = s_prime[top] + d * bonus[top]
     best = top[np.lexsort((top, -final))][:k]
-    return hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+    return hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights, t_q=t_q,
                 stale_ratio=stale_ratio, from_buffer=from_buffer)
 
 
@@ -145,7 +156,7 @@ def rank_paper_reference(rows: Rows, q: Query, *, neighbours: Neighbours,
         what = float(rows.what[i].astype(np.float64) @ q.e_q.astype(np.float64))
         where = (float(rows.where[i].astype(np.float64) @ q.c_q.astype(np.float64))
                  if q.c_q.any() else 0.0)
-        u = float(utility(rec.value, rec.pi, rec.tau_s, rec.created_at_s, q.t_q))
+        u = float(utility(rec.value, rec.pi, rec.tau_s, float(rows.valid_from[i]), q.t_q))
         s_prime = a * what + b * where + g * u
         su[rec.id] = s_prime * u
         parts.append((what, where, u, s_prime))
@@ -160,27 +171,35 @@ def rank_paper_reference(rows: Rows, q: Query, *, neighbours: Neighbours,
     for neg, i, bonus in scored[:q.k]:
         what, where, u, _ = parts[i]
         v = rows.records[i].value
-        out.append(new_hit(rows.records[i], -neg, u, (u / v if v > 0 else 0.0) < stale_ratio,
-                           what, where, bonus, w, False))
+        reason = (SUPERSEDED if rows.invalidated[i] <= q.t_q else ENDED
+                  if rows.valid_until[i] < q.t_q else DECAYED
+                  if (u / v if v > 0 else 0.0) < stale_ratio else CURRENT)
+        out.append(new_hit(rows.records[i], -neg, u, reason != CURRENT, what, where, bonus, w,
+                           False, REASONS.get(reason)))
     return out
 
 
 def hits(rows: Rows, best: NDArray[np.intp], s_prime: NDArray[np.float64],
          bonus: NDArray[np.float64], u: NDArray[np.float64],
          sim_what: NDArray[np.floating[Any]], sim_where: NDArray[np.floating[Any]],
-         weights: NDArray[np.float64], *, stale_ratio: float,
+         weights: NDArray[np.float64], *, t_q: float, stale_ratio: float,
          from_buffer: bool) -> list[Hit]:
-    """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts."""
+    """Hits for rows ``best`` (in that order), with the Eq. 5 score and its parts, and each
+    one's stale flag and reason (:func:`scrubjay.timeline.stale_reasons`)."""
     score = (s_prime[best] + float(weights[3]) * bonus[best]).tolist()
     w = tuple(weights.tolist())
     records = rows.records
-    # stale as decay.is_stale: U / V < ratio, and a value of 0 is stale
-    return [new_hit(records[i], sc, ut, (ut / v if v > 0 else 0.0) < stale_ratio, wh, wr, gr,
-                    w, from_buffer)
-            for i, sc, ut, v, wh, wr, gr in zip(
-                best.tolist(), score, u[best].tolist(), rows.value[best].tolist(),
-                sim_what[best].tolist(), sim_where[best].tolist(), bonus[best].tolist(),
-                strict=True)]
+    value = rows.value[best]
+    # decayed as decay.is_stale: U / V < ratio, and a value of 0 is stale
+    reason = np.where(rows.invalidated[best] <= t_q, SUPERSEDED,
+                      np.where(rows.valid_until[best] < t_q, ENDED,
+                               np.where(is_stale(u[best], value, stale_ratio), DECAYED,
+                                        CURRENT))).tolist()
+    return [new_hit(records[i], sc, ut, why != CURRENT, wh, wr, gr, w, from_buffer,
+                    REASONS.get(why))
+            for i, sc, ut, wh, wr, gr, why in zip(
+                best.tolist(), score, u[best].tolist(), sim_what[best].tolist(),
+                sim_where[best].tolist(), bonus[best].tolist(), reason, strict=True)]
 
 
 def relevance_order(key: NDArray[np.float64], k: int) -> NDArray[np.intp]:
@@ -192,22 +211,46 @@ def relevance_order(key: NDArray[np.float64], k: int) -> NDArray[np.intp]:
     return np.argsort(-key, kind="stable")
 
 
-def rank_relevance(rows: Rows, q: Query, *, neighbours: Neighbours, stale_ratio: float,
-                   default_value: float, outside: Outside | None = None) -> list[Hit]:
-    """Rank by ``relevance * V / V0`` (what and where mixed by the adaptive weights; a value
-    lowered by RCI sinks superseded memories); time decay only sets ``stale``. The hits carry
-    their Eq. 5 parts, with ``score`` the key."""
+def time_factors(rows: Rows, t_q: float, stale_ratio: float,
+                 cfg: SearchConfig) -> NDArray[np.float64]:
+    """Each row's time factor at ``t_q`` (:func:`scrubjay.timeline.time_factor`)."""
+    _, reason = stale_reasons(rows.value, rows.pi, rows.tau, rows.valid_from, rows.valid_until,
+                              rows.invalidated, t_q, stale_ratio)
+    factor, _ = time_factor(reason, rows.t, t_q, superseded_weight=cfg.superseded_weight,
+                            stale_weight=cfg.stale_weight, recency_weight=cfg.recency_weight,
+                            recency_horizon_s=cfg.recency_horizon_s)
+    return factor
+
+
+def relevance_keys(rows: Rows, q: Query, *, stale_ratio: float, default_value: float,
+                   cfg: SearchConfig) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(key, factor)``: the default ranking key of each row, ``relevance * V / V0 * factor``
+    with ``relevance = (a*what + b*where) / (a + b)`` (the Eq. 6 weights) and ``factor`` its
+    time factor; a memory told after ``q.t_q`` gets ``-inf`` (invisible at that time)."""
     a, b = float(q.weights[0]), float(q.weights[1])
     rel = a * (rows.what @ q.e_q)
     if np.any(q.c_q):  # an empty context embeds to zero: its column adds nothing
         rel += b * (rows.where @ q.c_q)
-    key = rel / (a + b) * rows.value / default_value
+    factor = time_factors(rows, q.t_q, stale_ratio, cfg)
+    key = rel / (a + b) * rows.value / default_value * factor
+    return np.where(visible(rows.t, q.t_q), key, -np.inf), factor
+
+
+def rank_relevance(rows: Rows, q: Query, *, neighbours: Neighbours, stale_ratio: float,
+                   default_value: float, cfg: SearchConfig,
+                   outside: Outside | None = None) -> list[Hit]:
+    """Rank by the default key (:func:`relevance_keys`). The hits carry their Eq. 5 parts and
+    their time factor, with ``score`` the key."""
+    key, factor = relevance_keys(rows, q, stale_ratio=stale_ratio, default_value=default_value,
+                                 cfg=cfg)
     top = relevance_order(key, q.k)
+    top = top[np.isfinite(key[top])]
     found = rank_paper(rows.take(top), q, neighbours=neighbours, stale_ratio=stale_ratio,
                        outside=outside)
-    key_of = {rows.records[i].id: float(key[i]) for i in top}
+    key_of = {rows.records[i].id: (float(key[i]), float(factor[i])) for i in top}
     order = {rows.records[i].id: n for n, i in enumerate(top)}
-    return [replace(h, score=key_of[h.id]) for h in sorted(found, key=lambda h: order[h.id])]
+    return [replace(h, score=key_of[h.id][0], time_factor=key_of[h.id][1])
+            for h in sorted(found, key=lambda h: order[h.id])]
 
 
 def rank_block(block: BufferBlock, q: Query, *, stale_ratio: float) -> list[Hit]:
@@ -218,7 +261,7 @@ def rank_block(block: BufferBlock, q: Query, *, stale_ratio: float) -> list[Hit]
     rows = block.rows
     a, b, g, d = weights  # float64 scalars: the products are float64, as in rank_paper
     sim_what = rows.what @ e_q
-    u = rows.value * np.exp(-block.rate * np.maximum(0.0, t_q - rows.t))
+    u = rows.value * np.exp(-block.rate * np.maximum(0.0, t_q - rows.valid_from))
     if c_q.any():
         sim_where = rows.where @ c_q
         s_prime = a * sim_what + b * sim_where + g * u
@@ -234,5 +277,5 @@ def rank_block(block: BufferBlock, q: Query, *, stale_ratio: float) -> list[Hit]
         top = np.argsort(-s_prime[:n], kind="stable")[:m]
         final = s_prime[top] + d * bonus[top]
         best = top[np.lexsort((top, -final))][:k]
-    return hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights,
+    return hits(rows, best, s_prime, bonus, u, sim_what, sim_where, weights, t_q=t_q,
                 stale_ratio=stale_ratio, from_buffer=True)

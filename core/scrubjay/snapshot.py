@@ -38,9 +38,10 @@ __all__ = ["Snapshot", "load_snapshot", "remove_snapshot", "save_snapshot", "sna
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the layout below changes; another version is ignored (rebuilt from Chroma).
-SNAPSHOT_VERSION = 1
-_STRINGS = ("id", "text", "context", "label", "annotation", "source", "metadata")
-_FLOATS = ("pi", "tau", "value", "t", "updated")
+SNAPSHOT_VERSION = 2
+_STRINGS = ("id", "text", "context", "label", "annotation", "source", "metadata",
+            "superseded_by")
+_FLOATS = ("pi", "tau", "value", "t", "updated", "valid_from", "valid_until", "invalidated")
 _EDGE_FLOATS = ("weight", "semantic", "contextual", "temporal")
 
 
@@ -114,6 +115,7 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
         "annotation": [r.annotation for r in records], "source": [r.source for r in records],
         "metadata": [json.dumps(dict(r.metadata), separators=(",", ":"), sort_keys=True)
                      if r.metadata else "" for r in records],
+        "superseded_by": [r.superseded_by or "" for r in records],
     }
     for name in _STRINGS:
         arrays[f"s_{name}"], arrays[f"e_{name}"] = _pack(columns[name])
@@ -121,8 +123,10 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
     arrays["f_tau"] = np.array([r.tau_s for r in records], dtype=np.float64)
     arrays["f_value"] = np.array([r.value for r in records], dtype=np.float64)
     arrays["f_t"] = np.array([r.created_at_s for r in records], dtype=np.float64)
-    arrays["f_updated"] = np.array([np.nan if r.updated_at_s is None else r.updated_at_s
-                                    for r in records], dtype=np.float64)
+    for name, field in (("updated", "updated_at_s"), ("valid_from", "valid_from_s"),
+                        ("valid_until", "valid_until_s"), ("invalidated", "invalidated_at_s")):
+        arrays[f"f_{name}"] = np.array([np.nan if getattr(r, field) is None else getattr(r, field)
+                                        for r in records], dtype=np.float64)
     has_where = np.flatnonzero(np.any(where != 0, axis=1))
     arrays["where_rows"] = has_where.astype(np.int64)
     arrays["where"] = np.ascontiguousarray(where[has_where], dtype=np.float32)
@@ -200,12 +204,15 @@ def _decode(arrays: dict[str, NDArray[Any]], dim: int | None, graph: EpisodicGra
             len(floats[name]) != n for name in _FLOATS) or arrays["wdeg"].shape != (n,) \
             or arrays["drift"].shape != (n,):
         raise ValueError("columns of unequal length")
-    updated = [None if math.isnan(u) else u for u in floats["updated"]]  # NaN: never updated
+    def optional(name: str) -> list[float | None]:  # NaN: not set
+        return [None if math.isnan(u) else u for u in floats[name]]
+
     metadata = [json.loads(m) if m else {} for m in cols["metadata"]]
     records = [record_from_stored(values) for values in zip(
         cols["id"], cols["text"], cols["context"], cols["label"], floats["pi"], floats["tau"],
-        floats["value"], floats["t"], metadata, cols["annotation"], cols["source"], updated,
-        strict=True)]
+        floats["value"], floats["t"], metadata, cols["annotation"], cols["source"],
+        optional("updated"), optional("valid_from"), optional("valid_until"),
+        optional("invalidated"), [s or None for s in cols["superseded_by"]], strict=True)]
     ids = cols["id"]
     graph.add_edges_from_arrays(
         ids, arrays["edge_u"].tolist(), arrays["edge_v"].tolist(),

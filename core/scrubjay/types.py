@@ -58,12 +58,26 @@ class MemoryRecord:
     """Who classified it."""
     updated_at_s: float | None = None
     """When RCI last changed it, if ever."""
+    valid_from_s: float | None = None
+    """When what it says is or becomes true (None: when it was recorded, ``created_at_s``)."""
+    valid_until_s: float | None = None
+    """When what it says stops being true, if the text states an end (None: no stated end)."""
+    invalidated_at_s: float | None = None
+    """When a later memory replaced it (the replacement's time), if one did."""
+    superseded_by: str | None = None
+    """The id of the memory that replaced it, if one did."""
+
+    @property
+    def recorded_at_s(self) -> float:
+        """When it was told: ``created_at_s``."""
+        return self.created_at_s
 
     def __post_init__(self) -> None:
         # Chroma's metadata keeps 15 significant digits of a float: hold exactly what a
         # reopened store will read back, so that a restart changes nothing.
         # (record_from_stored skips this for values that went through it: keep them in step.)
-        for name in ("pi", "tau_s", "value", "created_at_s", "updated_at_s"):
+        for name in ("pi", "tau_s", "value", "created_at_s", "updated_at_s", "valid_from_s",
+                     "valid_until_s", "invalidated_at_s"):
             x = getattr(self, name)
             if isinstance(x, float):
                 object.__setattr__(self, name, storable(x))
@@ -122,6 +136,12 @@ class Hit:
     """The query-adaptive weights (a_q, b_q, g_q, d_q) of Eq. 6; they sum to 1."""
     from_buffer: bool = False
     """True when served from the prospective buffer without a full search."""
+    stale_reason: str | None = None
+    """Why it is stale at the query time: ``"superseded"`` (by :attr:`MemoryRecord.superseded_by`),
+    ``"window ended"`` (its ``valid_until`` passed) or ``"decayed"``; None when current."""
+    time_factor: float = 1.0
+    """The default ranking's time factor (:func:`scrubjay.timeline.time_factor`): ``score`` is
+    the relevance times ``value / V0`` times this; 1 with ``ranking="paper"``."""
     _graph_of: Callable[[str], float] | None = field(default=None, init=False, repr=False,
                                                       compare=False)
     """For a deferred hit: memory id -> graph bonus, called once on first access."""
@@ -130,13 +150,15 @@ class Hit:
     def deferred(cls, *, graph_of: Callable[[str], float], record: MemoryRecord,
                  score: float, utility: float, stale: bool, what: float, where: float,
                  when: float, weights: tuple[float, float, float, float],
-                 from_buffer: bool = False) -> Hit:
+                 from_buffer: bool = False, stale_reason: str | None = None,
+                 time_factor: float = 1.0) -> Hit:
         """A hit whose ``graph`` (``graph_of(id)``) and ``paper_score`` are computed on first
         access (see the class docstring)."""
         hit = object.__new__(cls)
         for name, value in (("record", record), ("score", score), ("utility", utility),
                             ("stale", stale), ("what", what), ("where", where), ("when", when),
                             ("weights", weights), ("from_buffer", from_buffer),
+                            ("stale_reason", stale_reason), ("time_factor", time_factor),
                             ("_graph_of", graph_of)):
             object.__setattr__(hit, name, value)
         return hit
@@ -166,14 +188,15 @@ class Hit:
 
 
 (_SET_RECORD, _SET_SCORE, _SET_PAPER, _SET_UTILITY, _SET_STALE, _SET_WHAT, _SET_WHERE, _SET_WHEN,
- _SET_GRAPH, _SET_WEIGHTS, _SET_BUFFER, _SET_GRAPH_OF) = (getattr(Hit, name).__set__ for name in (
+ _SET_GRAPH, _SET_WEIGHTS, _SET_BUFFER, _SET_REASON, _SET_FACTOR,
+ _SET_GRAPH_OF) = (getattr(Hit, name).__set__ for name in (
     "record", "score", "paper_score", "utility", "stale", "what", "where", "when", "graph",
-    "weights", "from_buffer", "_graph_of"))
+    "weights", "from_buffer", "stale_reason", "time_factor", "_graph_of"))
 
 
 def new_hit(record: MemoryRecord, score: float, utility: float, stale: bool, what: float,
             where: float, graph: float, weights: tuple[float, float, float, float],
-            from_buffer: bool) -> Hit:
+            from_buffer: bool, stale_reason: str | None = None) -> Hit:
     """An eagerly scored :class:`Hit` (``paper_score == score``, ``when == utility``), equal to
     the one its keyword constructor builds, in half the time (a search builds ``k`` of them)."""
     hit = object.__new__(Hit)
@@ -188,6 +211,8 @@ def new_hit(record: MemoryRecord, score: float, utility: float, stale: bool, wha
     _SET_GRAPH(hit, graph)
     _SET_WEIGHTS(hit, weights)
     _SET_BUFFER(hit, from_buffer)
+    _SET_REASON(hit, stale_reason)
+    _SET_FACTOR(hit, 1.0)
     _SET_GRAPH_OF(hit, None)
     return hit
 

@@ -70,17 +70,21 @@ def test_round_trip_get_len_iter_delete(memory_factory, clock) -> None:
 
 def test_hit_breakdown_adds_up(memory_factory, clock) -> None:
     mem = memory_factory()
-    fill(mem, clock)
+    recs = fill(mem, clock)
     parked = next(r for r in mem if r.text.startswith("The user is parked"))
+    # (a search sees the memories told by its time: ask once all are told)
     hits = mem.search("where is the user parked", context="at the mall", k=3,
-                      at=parked.created_at_s + 60)
+                      at=recs[-1].created_at_s + 60)
     assert hits[0].id == parked.id and len(hits) == 3
     for h in hits:
         a, b, g, d = h.weights
         assert sum(h.weights) == pytest.approx(1.0)
         assert h.paper_score == pytest.approx(a * h.what + b * h.where + g * h.when + d * h.graph)
-        # default ranking: relevance mixed by the adaptive weights, times V / V0
-        assert h.score == pytest.approx((a * h.what + b * h.where) / (a + b) * h.record.value)
+        # default ranking: relevance mixed by the adaptive weights, times V / V0, times the
+        # time factor (at most 1: time reorders only memories of comparable relevance)
+        assert h.score == pytest.approx((a * h.what + b * h.where) / (a + b) * h.record.value
+                                        * h.time_factor)
+        assert 0.0 < h.time_factor <= 1.0
         assert h.when == h.utility
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
@@ -474,7 +478,11 @@ def test_default_embedder_is_the_bundled_offline_model(tmp_path) -> None:
 def test_query_time_before_creation_counts_as_age_zero(memory_factory, clock) -> None:
     mem = memory_factory()
     rec = mem.add("x marks the spot")
-    hit = mem.search("x marks", k=1, at=clock() - 1000)[0]
+    # a search before the memory was told does not see it (as-of semantics, docs/ranking.md)
+    assert mem.search("x marks", k=1, at=clock() - 1000) == []
+    assert mem.utility_of(rec.id, at=clock() - 1000) == pytest.approx(
+        float(utility(1.0, rec.pi, rec.tau_s, 0, 0)))
+    hit = mem.search("x marks", k=1, at=clock())[0]
     assert hit.utility == pytest.approx(float(utility(1.0, rec.pi, rec.tau_s, 0, 0)))
 
 

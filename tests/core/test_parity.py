@@ -17,7 +17,13 @@ from scrubjay.embedding import CallableEmbedder
 from scrubjay.graph import EpisodicGraph
 from scrubjay.linking import link_batch, link_batch_reference
 from scrubjay.mirror import Rows
-from scrubjay.ranking import Query, partial_scores, rank_paper, rank_paper_reference
+from scrubjay.ranking import (
+    Query,
+    partial_scores,
+    rank_paper,
+    rank_paper_reference,
+    time_factors,
+)
 from scrubjay.scoring import relevance_key
 from scrubjay.testing import FrozenClock
 from scrubjay.types import MemoryRecord
@@ -182,6 +188,7 @@ def _reference(mem: ScrubJayMemory, query: str, context: str, k: int,
     if mem.config.search.ranking == "relevance":
         key = relevance_key(weights, rows.what @ e_q, rows.where @ c_q if c_q.any()
                             else np.zeros(len(rows)), rows.value, mem.config.decay.default_value)
+        key = key * time_factors(rows, t_q, mem.config.decay.stale_ratio, mem.config.search)
         order = sorted(range(len(rows)), key=lambda i: (-key[i], rows.ids[i]))
         return [rows.ids[i] for i in order[:k]]
     graph = EpisodicGraph(mem.config.graph)

@@ -14,13 +14,13 @@ from typing import Any
 from ..clients import ephemeral_client
 from ..config import ScrubJayConfig
 from ..store import ChromaStore
-from .base import Backend, BaseBackend, Batch
+from .base import Backend, BaseBackend, Batch, weakly
 from .embedded import EmbeddedBackend
 from .server import ServerBackend
 from .server_mirror import ServerMirrorBackend
 
 __all__ = ["Backend", "BaseBackend", "Batch", "EmbeddedBackend", "ServerBackend",
-           "ServerMirrorBackend", "open_backend"]
+           "ServerMirrorBackend", "open_backend", "weakly"]
 
 
 def open_backend(path: str | Path | None, client: Any, namespace: str,

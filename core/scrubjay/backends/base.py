@@ -24,6 +24,7 @@ import json
 import logging
 import math
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -45,7 +46,7 @@ from ..snapshot import remove_snapshot, snapshot_path
 from ..store import ChromaStore
 from ..types import Deltas, Hit, MemoryRecord, Perishability, storable
 
-__all__ = ["Backend", "BaseBackend", "Batch"]
+__all__ = ["Backend", "BaseBackend", "Batch", "weakly"]
 
 logger = logging.getLogger(__name__)
 
@@ -338,12 +339,13 @@ class BaseBackend:
             return None
         block = self.buffer_block(state)
         if block is not None:
-            if block.n_buf < q.k:
+            # a buffered memory told after the query time: the full search answers
+            if block.n_buf < q.k or float(block.rows.t[: block.n_buf].max()) > q.t_q:
                 return None
             hits = rank_block(block, q, stale_ratio=self.config.decay.stale_ratio)
         else:
             rows = self.rows(ids)
-            if len(rows) < q.k:
+            if len(rows) < q.k or float(rows.t.max()) > q.t_q:
                 return None
             hits = self.rank(rows, q, from_buffer=True)
         if hits and hits[0].score >= self.config.buffer.theta:
@@ -655,3 +657,17 @@ class BaseBackend:
 def _whats(rows: Sequence[StoredRow]) -> list[NDArray[np.float32]]:
     """The what vectors of rows read with their vectors (never None there)."""
     return [r.what for r in rows]  # type: ignore[misc]
+
+
+def weakly(method: Callable[[set[str], bool], None]) -> Callable[[set[str], bool], None]:
+    """``method`` called through a weak reference (nothing once its object is gone): a
+    backend holding its memory's callback must not keep the memory alive, or the memory's
+    release would be left to the garbage collector, at any allocation and under any lock."""
+    ref = weakref.WeakMethod(method)
+
+    def call(ids: set[str], persist: bool) -> None:
+        bound = ref()
+        if bound is not None:
+            bound(ids, persist)
+
+    return call

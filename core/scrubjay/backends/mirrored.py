@@ -16,7 +16,6 @@ from numpy.typing import NDArray
 
 from ..buffer import BufferBlock, BufferState, gather_block
 from ..codec import RowsBackup, StoredRow, record_of
-from ..decay import is_stale, utility
 from ..errors import ScrubJayError
 from ..graph import edge_weights, strongest_columns
 from ..linking import (
@@ -27,9 +26,10 @@ from ..linking import (
     _components,
 )
 from ..mirror import Mirror, Rows
-from ..ranking import Query, rank_paper, rank_relevance
+from ..ranking import Query, rank_paper, rank_relevance, relevance_keys
 from ..rci import affinities
-from ..scoring import drifted_similarity_bound, relevance_bound, relevance_key
+from ..scoring import drifted_similarity_bound, relevance_bound
+from ..timeline import CURRENT, stale_reasons, visible
 from ..types import Hit, MemoryRecord
 from .base import BaseBackend, _whats
 
@@ -273,15 +273,19 @@ class MirroredBackend(BaseBackend):
             rows, exhaustive = self._hnsw_candidates(q.e_q, q.c_q), False
         else:
             rows, exhaustive = self._hnsw_relevance_rows(q), False
+        if q.t_q < self.newest_t:  # memories told after the query time are not seen
+            seen = np.flatnonzero(visible(rows.t, q.t_q))
+            if len(seen) < len(rows):
+                rows, exhaustive = rows.take(seen), False
         if q.exclude_stale:
-            u = utility(rows.value, rows.pi, rows.tau, rows.t, q.t_q)
-            fresh = np.flatnonzero(~is_stale(u, rows.value, decay.stale_ratio))
+            fresh = np.flatnonzero(_current(rows, q.t_q, decay.stale_ratio))
             if len(fresh) < len(rows):
                 rows, exhaustive = rows.take(fresh), False
         if relevance:
             return rank_relevance(rows, q, neighbours=self.neighbours,
                                   stale_ratio=decay.stale_ratio,
-                                  default_value=decay.default_value, outside=self._outside)
+                                  default_value=decay.default_value, cfg=self.config.search,
+                                  outside=self._outside)
         if exhaustive:
             return rank_paper(rows, q, neighbours=self.neighbours,
                               stale_ratio=decay.stale_ratio, index=self._mirror.row_of,
@@ -321,10 +325,11 @@ class MirroredBackend(BaseBackend):
                                      if r.id in mirror.row_of}))
             if len(found) < n or n >= cap:
                 return rows
-            key = relevance_key(weights, rows.what @ q.e_q, np.zeros(len(rows)), rows.value, v0)
+            key, _ = relevance_keys(rows, q, stale_ratio=self.config.decay.stale_ratio,
+                                    default_value=v0, cfg=self.config.search)
             if q.exclude_stale:
-                u = utility(rows.value, rows.pi, rows.tau, rows.t, q.t_q)
-                key = key[~is_stale(u, rows.value, self.config.decay.stale_ratio)]
+                key = key[_current(rows, q.t_q, self.config.decay.stale_ratio)]
+            key = key[np.isfinite(key)]
             kth = float(np.sort(key)[-k]) if len(key) >= k else -math.inf
             floor = drifted_similarity_bound(float(sims[-1]), drift_max)
             bound = relevance_bound(weights, floor, 0.0, value_max, v0)
@@ -413,3 +418,10 @@ class MirroredBackend(BaseBackend):
     def forget(self) -> None:
         super().forget()
         self._mirror = Mirror(self.dim) if self.dim is not None else None
+
+
+def _current(rows: Rows, t_q: float, stale_ratio: float) -> NDArray[np.bool_]:
+    """Which rows are not stale at ``t_q`` (for ``exclude_stale``)."""
+    _, reason = stale_reasons(rows.value, rows.pi, rows.tau, rows.valid_from, rows.valid_until,
+                              rows.invalidated, t_q, stale_ratio)
+    return np.asarray(reason == CURRENT)

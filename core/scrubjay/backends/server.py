@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from ..codec import INDEX_DRIFT_MAX_RAD, StoredRow, record_of
 from ..config import GraphConfig
-from ..decay import is_stale, utility
+from ..decay import utility
 from ..errors import ScrubJayError
 from ..graph import (
     EpisodicGraph,
@@ -35,10 +35,11 @@ from ..graph import (
     temporal_horizon_s,
 )
 from ..linking import NO_CANDIDATES, LinkCandidates, pair_dots
-from ..mirror import Rows
+from ..mirror import Rows, temporal_arrays
 from ..ranking import Query, partial_scores
 from ..rci import affinities
 from ..scoring import drifted_similarity_bound, relevance_bound, relevance_key
+from ..timeline import CURRENT, REASONS, stale_reasons, time_factor, visible
 from ..timeread import TimeNeighbours
 from ..types import Hit, MemoryRecord, Perishability
 from .base import BaseBackend, Batch
@@ -420,11 +421,14 @@ class ServerBackend(BaseBackend):
         if self.config.search.ranking == "relevance":
             return self._server_relevance(q.e_q, q.c_q, q.weights, q.k, q.t_q, q.exclude_stale)
         rows = self._server_candidates(q.e_q, q.c_q)
+        keep = visible(rows.t, q.t_q)  # memories told after the query time are not seen
         if q.exclude_stale:
-            u = utility(rows.value, rows.pi, rows.tau, rows.t, q.t_q)
-            fresh = np.flatnonzero(~is_stale(u, rows.value, self.config.decay.stale_ratio))
-            if len(fresh) < len(rows):
-                rows = rows.take(fresh)
+            _, reason = stale_reasons(rows.value, rows.pi, rows.tau, rows.valid_from,
+                                      rows.valid_until, rows.invalidated, q.t_q,
+                                      self.config.decay.stale_ratio)
+            keep &= reason == CURRENT
+        if not keep.all():
+            rows = rows.take(np.flatnonzero(keep))
         return self.rank(rows, q)
 
     def _outside(self, missing: list[str], q: Query) -> Rows:
@@ -457,7 +461,8 @@ class ServerBackend(BaseBackend):
             cand = self._server_scored(
                 e_q, c_q, weights, n,
                 lambda c: self._server_top(c, weights, k, t_q, exclude_stale)[0])
-            kth, top, key, u, stale = self._server_top(cand, weights, k, t_q, exclude_stale)
+            kth, top, key, u, why, factor = self._server_top(cand, weights, k, t_q,
+                                                             exclude_stale)
             if cand.bound <= kth or n >= cap:
                 break
             n = min(cap, SERVER_WIDEN * n)
@@ -465,27 +470,43 @@ class ServerBackend(BaseBackend):
                                   weights, t_q)
         w = tuple(float(x) for x in weights)
         return [Hit.deferred(graph_of=graph_of, record=cand.records[i], score=float(key[i]),
-                             utility=float(u[i]), stale=bool(stale[i]),
+                             utility=float(u[i]), stale=bool(why[i] != CURRENT),
                              what=float(cand.sim_what[i]), where=float(cand.sim_where[i]),
-                             when=float(u[i]), weights=w)  # type: ignore[arg-type]
+                             when=float(u[i]), weights=w,  # type: ignore[arg-type]
+                             stale_reason=REASONS.get(int(why[i])),
+                             time_factor=float(factor[i]))
                 for i in top]
 
     def _server_top(self, cand: _Scored, weights: NDArray[np.float64], k: int, t_q: float,
                     exclude_stale: bool) -> tuple[float, NDArray[np.intp], NDArray[np.float64],
-                                                  NDArray[np.float64], NDArray[np.bool_]]:
+                                                  NDArray[np.float64], NDArray[np.int8],
+                                                  NDArray[np.float64]]:
         """(k-th key or -inf when fewer than k compete, the top k best first (ties by id),
-        every key, utility and stale flag) over ``cand``."""
+        every key, utility, stale reason and time factor) over ``cand``. The key is
+        :func:`~scrubjay.ranking.relevance_keys`' (its time factor is at most 1, so the
+        relevance bounds of the memories left out still hold)."""
         value = cand.value
+        recs = cand.records
+        t = np.array([r.created_at_s for r in recs], dtype=np.float64)
+        times = temporal_arrays(recs)
+        u, why = stale_reasons(value, np.array([r.pi for r in recs], dtype=np.float64),
+                               np.array([r.tau_s for r in recs], dtype=np.float64),
+                               times["valid_from"], times["valid_until"], times["invalidated"],
+                               t_q, self.config.decay.stale_ratio)
+        cfg = self.config.search
+        factor, _ = time_factor(why, t, t_q, superseded_weight=cfg.superseded_weight,
+                                stale_weight=cfg.stale_weight,
+                                recency_weight=cfg.recency_weight,
+                                recency_horizon_s=cfg.recency_horizon_s)
         key = relevance_key(weights, cand.sim_what, cand.sim_where, value,
-                            self.config.decay.default_value)
-        u = utility(value, np.array([r.pi for r in cand.records], dtype=np.float64),
-                    np.array([r.tau_s for r in cand.records], dtype=np.float64),
-                    np.array([r.created_at_s for r in cand.records], dtype=np.float64), t_q)
-        stale = is_stale(u, value, self.config.decay.stale_ratio)
-        pool = np.flatnonzero(~stale) if exclude_stale else np.arange(len(key))
+                            self.config.decay.default_value) * factor
+        ok = visible(t, t_q)
+        if exclude_stale:
+            ok &= why == CURRENT
+        pool = np.flatnonzero(ok)
         top = pool[np.lexsort((pool, -key[pool]))][:k]
         kth = float(key[top[-1]]) if len(top) == k else -math.inf
-        return kth, top, key, u, stale
+        return kth, top, key, u, why, factor
 
     def _server_scored(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                        weights: NDArray[np.float64], n: int,
@@ -684,8 +705,9 @@ class _DeferredGraph:
         idx = np.array([index[j] for j in at_hand], dtype=np.intp)
         rec = [cand.records[i] for i in idx]
         u = utility(np.array([r.value for r in rec]), np.array([r.pi for r in rec]),
-                    np.array([r.tau_s for r in rec]), np.array([r.created_at_s for r in rec]),
-                    t_q)
+                    np.array([r.tau_s for r in rec]),
+                    np.array([r.created_at_s if r.valid_from_s is None else r.valid_from_s
+                              for r in rec]), t_q)
         a, b, g, _ = (float(x) for x in weights)
         s_prime = a * cand.sim_what[idx] + b * cand.sim_where[idx] + g * u
         su = dict(zip(at_hand, (s_prime * u).tolist(), strict=True))
