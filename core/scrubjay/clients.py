@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -94,11 +95,37 @@ class EmbeddedClients:
     """One ``PersistentClient`` and one ``flock`` per folder per process, reference-counted.
 
     Several namespaces (several ``ScrubJayMemory`` objects) in one process share them; a second
-    *process* gets :class:`StoreLockedError` instead of risking a corrupted store.
+    *process* gets :class:`StoreLockedError` instead of risking a corrupted store. A child made
+    by ``fork`` starts with none (:meth:`_forget_after_fork`): it opens its own lock file, whose
+    ``flock`` fails while its parent holds the folder, and never touches the parent's client.
     """
 
     _lock = threading.Lock()
     _open: ClassVar[dict[str, tuple[Any, Any, int]]] = {}
+    #: The parent's clients in a forked child: kept referenced, never used or closed (their
+    #: Chroma system's threads did not survive the fork; closing one could hang).
+    _inherited: ClassVar[list[Any]] = []
+    #: Folders this process's Chroma has opened; in a forked child, the parent's.
+    _seen: ClassVar[set[str]] = set()
+    _seen_by_parent: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def _forget_after_fork(cls) -> None:
+        """In a child made by ``fork``: drop the parent's folders, clients and locks.
+
+        The inherited lock-file descriptors share the parent's open file description, hence
+        its ``flock``: closing them here leaves the parent's lock in place (only an explicit
+        ``LOCK_UN``, or closing every descriptor, would release it), and the child's own
+        :meth:`acquire` opens the file afresh, so its ``flock`` is its own and fails while the
+        parent holds the folder."""
+        cls._lock = threading.Lock()  # another thread may have held it at the fork
+        for client, handle, _ in cls._open.values():
+            cls._inherited.append(client)
+            with contextlib.suppress(OSError):
+                handle.close()
+        cls._open = {}
+        cls._seen_by_parent = cls._seen_by_parent | cls._seen
+        cls._seen = set()
 
     @classmethod
     def acquire(cls, folder: str) -> Any:
@@ -122,12 +149,22 @@ class EmbeddedClients:
                     "PersistentClient folder must have a single writer process; for several "
                     "processes run `chroma run --path DIR --port P` and pass "
                     "client=chromadb.HttpClient(host=..., port=...).") from exc
+            if folder in cls._seen_by_parent:
+                # Chroma keeps per-folder state that does not survive a fork: its open in
+                # this child would wait 30 s for a connection pool, then fail
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+                handle.close()
+                raise StoreError(
+                    f"The embedded store at {folder!r} was opened by the parent of this forked "
+                    "process; Chroma cannot open it again in a fork child. Start the process "
+                    "with multiprocessing's 'spawn' or 'forkserver' method.")
             try:
                 client = persistent_client(folder)
             except Exception as exc:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
                 handle.close()
                 raise wrap_error(f"open the store at {folder!r}", exc) from exc
+            cls._seen.add(folder)
             cls._open[folder] = (client, handle, 1)
             return client
 
@@ -149,3 +186,7 @@ class EmbeddedClients:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=EmbeddedClients._forget_after_fork)
