@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .errors import StoreError, StoreLockedError
+from .errors import NamespaceNotFoundError, StoreError, StoreLockedError
 
 __all__ = ["EmbeddedClients", "ephemeral_client", "http_client", "persistent_client", "query",
            "retry", "wrap_error"]
@@ -105,9 +105,6 @@ class EmbeddedClients:
     #: The parent's clients in a forked child: kept referenced, never used or closed (their
     #: Chroma system's threads did not survive the fork; closing one could hang).
     _inherited: ClassVar[list[Any]] = []
-    #: Folders this process's Chroma has opened; in a forked child, the parent's.
-    _seen: ClassVar[set[str]] = set()
-    _seen_by_parent: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def _forget_after_fork(cls) -> None:
@@ -124,17 +121,22 @@ class EmbeddedClients:
             with contextlib.suppress(OSError):
                 handle.close()
         cls._open = {}
-        cls._seen_by_parent = cls._seen_by_parent | cls._seen
-        cls._seen = set()
 
     @classmethod
-    def acquire(cls, folder: str) -> Any:
+    def acquire(cls, folder: str, *, create: bool = True) -> Any:
+        """The folder's client, opening (and with ``create``, making) the store on first use.
+        Without ``create``, a folder that holds no Chroma store raises
+        :class:`NamespaceNotFoundError` and nothing is written."""
         with cls._lock:
             if folder in cls._open:
                 client, handle, refs = cls._open[folder]
                 cls._open[folder] = (client, handle, refs + 1)
                 return client
             p = Path(folder)
+            if not create and not (p / "chroma.sqlite3").is_file():
+                raise NamespaceNotFoundError(
+                    f"There is no scrubjay store at {folder!r} (no folder, or no chroma.sqlite3 "
+                    "in it). Check the path; opening it with create=True makes a new store.")
             try:
                 p.mkdir(parents=True, exist_ok=True)
                 handle = open(p / "scrubjay.lock", "a+")  # noqa: SIM115 - held while open
@@ -149,22 +151,12 @@ class EmbeddedClients:
                     "PersistentClient folder must have a single writer process; for several "
                     "processes run `chroma run --path DIR --port P` and pass "
                     "client=chromadb.HttpClient(host=..., port=...).") from exc
-            if folder in cls._seen_by_parent:
-                # Chroma keeps per-folder state that does not survive a fork: its open in
-                # this child would wait 30 s for a connection pool, then fail
-                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-                handle.close()
-                raise StoreError(
-                    f"The embedded store at {folder!r} was opened by the parent of this forked "
-                    "process; Chroma cannot open it again in a fork child. Start the process "
-                    "with multiprocessing's 'spawn' or 'forkserver' method.")
             try:
                 client = persistent_client(folder)
             except Exception as exc:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
                 handle.close()
                 raise wrap_error(f"open the store at {folder!r}", exc) from exc
-            cls._seen.add(folder)
             cls._open[folder] = (client, handle, 1)
             return client
 

@@ -9,6 +9,7 @@ also inherits the builtin a caller would naturally catch::
     ├── InvalidInputError(ValueError, TypeError)  bad argument to the public API
     │   └── InvalidNamespaceError            a namespace that cannot name a collection safely
     ├── MemoryNotFoundError(KeyError)        no memory with that id in this namespace
+    ├── NamespaceNotFoundError(LookupError)  no store at that path, or no such namespace in it
     ├── EmbeddingError(RuntimeError)         the embedder failed or returned unusable vectors
     ├── LLMError(RuntimeError)               a chat model failed, hung or answered off-format
     │                                        (caught internally: the offline fallback is used)
@@ -29,6 +30,7 @@ __all__ = [
     "InvalidNamespaceError",
     "LLMError",
     "MemoryNotFoundError",
+    "NamespaceNotFoundError",
     "ScrubJayError",
     "StoreError",
     "StoreLockedError",
@@ -60,6 +62,10 @@ class MemoryNotFoundError(ScrubJayError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its argument; keep the sentence readable
         return str(self.args[0]) if self.args else "memory not found"
+
+
+class NamespaceNotFoundError(ScrubJayError, LookupError):
+    """A store opened for reading (``create=False``) has no folder, or no such namespace."""
 
 
 class EmbeddingError(ScrubJayError, RuntimeError):

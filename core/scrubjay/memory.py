@@ -99,6 +99,10 @@ class ScrubJayMemory:
         Every hyperparameter.
     clock : callable, optional
         Returns "now" in epoch seconds; the default is ``time.time``.
+    create : bool
+        With True (the default), a missing ``path`` folder or namespace is made. With False
+        (reading), it raises :class:`~scrubjay.errors.NamespaceNotFoundError` and nothing is
+        written; ``scrubjay inspect`` opens this way.
 
     Examples
     --------
@@ -115,7 +119,7 @@ class ScrubJayMemory:
     def __init__(self, path: str | Path | None = None, *, namespace: str = "default",
                  client: Any = None, embedder: Any = None, llm: Any = None,
                  config: ScrubJayConfig | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, create: bool = True) -> None:
         owner = "ScrubJayMemory"
         self.namespace = check_namespace(namespace, owner)
         if config is None:
@@ -129,6 +133,9 @@ class ScrubJayMemory:
         if path is not None and not isinstance(path, (str, Path)):
             raise InvalidInputError(f"The 'path' parameter of {owner} must be a str or Path. "
                                     f"Got {type(path).__name__} instead.")
+        if not isinstance(create, bool):
+            raise InvalidInputError(f"The 'create' parameter of {owner} must be a bool. "
+                                    f"Got {type(create).__name__} instead.")
         if clock is not None and not callable(clock):
             raise InvalidInputError(f"The 'clock' parameter of {owner} must be a callable "
                                     f"returning epoch seconds. Got {type(clock).__name__} instead.")
@@ -143,7 +150,8 @@ class ScrubJayMemory:
                                       stale_ratio=config.decay.stale_ratio)
         self._buffer: BufferState | None = None
         self._closed = False
-        self._backend = open_backend(path, client, self.namespace, config, self._lock)
+        self._backend = open_backend(path, client, self.namespace, config, self._lock,
+                                     create=create)
         self._backend.on_gone = self._gone
         try:
             self._open()
@@ -575,7 +583,8 @@ class ScrubJayMemory:
 
     @staticmethod
     def list_namespaces(*, path: str | Path | None = None, client: Any = None) -> list[str]:
-        """The namespaces stored at ``path`` or behind ``client``."""
+        """The namespaces stored at ``path`` or behind ``client``; a ``path`` without a store
+        raises :class:`~scrubjay.errors.NamespaceNotFoundError` and is not created."""
         if (path is None) == (client is None):
             raise InvalidInputError("ScrubJayMemory.list_namespaces takes exactly one of "
                                     "path= or client=.")
