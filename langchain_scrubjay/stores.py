@@ -42,7 +42,7 @@ from langgraph.store.base import (
     tokenize_path,
     validate_op_namespace,
 )
-from scrubjay import Hit, MemoryNotFoundError, MemoryRecord, ScrubJayMemory
+from scrubjay import Hit, MemoryNotFoundError, MemoryRecord, NamespaceNotFoundError, ScrubJayMemory
 from scrubjay.filters import check_filter, matches
 
 from ._convert import record_to_item, value_to_metadata
@@ -151,8 +151,11 @@ class ScrubJayStore(BaseStore):
         path, client = self._kwargs["path"], self._kwargs["client"]
         if path is None and client is None:
             return set(self._mems)
-        names = ScrubJayMemory.list_namespaces(path=path) if client is None else \
-            ScrubJayMemory.list_namespaces(client=client)
+        try:
+            names = ScrubJayMemory.list_namespaces(path=path) if client is None else \
+                ScrubJayMemory.list_namespaces(client=client)
+        except NamespaceNotFoundError:  # no store at ``path`` yet: the first put makes it
+            names = []
         return {n for n in names if n.startswith(self.prefix + "-")} | set(self._mems)
 
     def _namespaces(self) -> dict[tuple[str, ...], ScrubJayMemory]:

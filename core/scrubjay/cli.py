@@ -163,7 +163,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> int:
         out.write(f"No scrubjay namespaces at {args.path}\n")
         return 0
     for ns in names:
-        mem = ScrubJayMemory(path=args.path, namespace=ns, embedder=_NoEmbedder())
+        mem = ScrubJayMemory(path=args.path, namespace=ns, embedder=_NoEmbedder(), create=False)
         try:
             at = mem.now() if args.at is None else args.at
             recs = sorted(mem, key=lambda r: r.created_at_s)

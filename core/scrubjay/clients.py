@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .errors import StoreError, StoreLockedError
+from .errors import NamespaceNotFoundError, StoreError, StoreLockedError
 
 __all__ = ["EmbeddedClients", "ephemeral_client", "http_client", "persistent_client", "query",
            "retry", "wrap_error"]
@@ -94,22 +95,50 @@ class EmbeddedClients:
     """One ``PersistentClient`` and one ``flock`` per folder per process, reference-counted.
 
     Several namespaces (several ``ScrubJayMemory`` objects) in one process share them; a second
-    *process* gets :class:`StoreLockedError` instead of risking a corrupted store.
+    *process* gets :class:`StoreLockedError` instead of risking a corrupted store. A child made
+    by ``fork`` starts with none (:meth:`_forget_after_fork`): it opens its own lock file, whose
+    ``flock`` fails while its parent holds the folder, and never touches the parent's client.
     """
 
     # reentrant: a release from a finaliser that the garbage collector runs inside acquire()
     # (on this thread) must not deadlock
     _lock = threading.RLock()
     _open: ClassVar[dict[str, tuple[Any, Any, int]]] = {}
+    #: The parent's clients in a forked child: kept referenced, never used or closed (their
+    #: Chroma system's threads did not survive the fork; closing one could hang).
+    _inherited: ClassVar[list[Any]] = []
 
     @classmethod
-    def acquire(cls, folder: str) -> Any:
+    def _forget_after_fork(cls) -> None:
+        """In a child made by ``fork``: drop the parent's folders, clients and locks.
+
+        The inherited lock-file descriptors share the parent's open file description, hence
+        its ``flock``: closing them here leaves the parent's lock in place (only an explicit
+        ``LOCK_UN``, or closing every descriptor, would release it), and the child's own
+        :meth:`acquire` opens the file afresh, so its ``flock`` is its own and fails while the
+        parent holds the folder."""
+        cls._lock = threading.RLock()  # another thread may have held it at the fork
+        for client, handle, _ in cls._open.values():
+            cls._inherited.append(client)
+            with contextlib.suppress(OSError):
+                handle.close()
+        cls._open = {}
+
+    @classmethod
+    def acquire(cls, folder: str, *, create: bool = True) -> Any:
+        """The folder's client, opening (and with ``create``, making) the store on first use.
+        Without ``create``, a folder that holds no Chroma store raises
+        :class:`NamespaceNotFoundError` and nothing is written."""
         with cls._lock:
             if folder in cls._open:
                 client, handle, refs = cls._open[folder]
                 cls._open[folder] = (client, handle, refs + 1)
                 return client
             p = Path(folder)
+            if not create and not (p / "chroma.sqlite3").is_file():
+                raise NamespaceNotFoundError(
+                    f"There is no scrubjay store at {folder!r} (no folder, or no chroma.sqlite3 "
+                    "in it). Check the path; opening it with create=True makes a new store.")
             try:
                 p.mkdir(parents=True, exist_ok=True)
                 handle = open(p / "scrubjay.lock", "a+")  # noqa: SIM115 - held while open
@@ -151,3 +180,7 @@ class EmbeddedClients:
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=EmbeddedClients._forget_after_fork)

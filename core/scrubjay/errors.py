@@ -11,6 +11,7 @@ also inherits the builtin a caller would naturally catch::
     ├── FilterError(ValueError)              a metadata filter outside the supported grammar
     ├── MemoryNotFoundError(KeyError)        no memory with that id in this namespace
     ├── TimeWindowError(ValueError)          a validity window that ends before it starts
+    ├── NamespaceNotFoundError(LookupError)  no store at that path, or no such namespace in it
     ├── EmbeddingError(RuntimeError)         the embedder failed or returned unusable vectors
     ├── LLMError(RuntimeError)               a chat model failed, hung or answered off-format
     │                                        (caught internally: the offline fallback is used)
@@ -32,6 +33,7 @@ __all__ = [
     "InvalidNamespaceError",
     "LLMError",
     "MemoryNotFoundError",
+    "NamespaceNotFoundError",
     "ScrubJayError",
     "StoreError",
     "StoreLockedError",
@@ -73,6 +75,8 @@ class MemoryNotFoundError(ScrubJayError, KeyError):
 
 class TimeWindowError(ScrubJayError, ValueError):
     """A validity window whose ``valid_until`` lies before its ``valid_from``, or is not finite."""
+class NamespaceNotFoundError(ScrubJayError, LookupError):
+    """A store opened for reading (``create=False``) has no folder, or no such namespace."""
 
 
 class EmbeddingError(ScrubJayError, RuntimeError):

@@ -1,7 +1,7 @@
 """Work on an embedded store's own SQLite file, ``chroma.sqlite3``, beside Chroma.
 
 Three jobs Chroma's API does not offer: a cheap marker that changes with every write (the
-snapshot's check, :mod:`scrubjay.snapshot`), blanking a deleted memory's text in Chroma's
+snapshot's check, :mod:`scrubjay.snapshot`), removing a deleted memory from Chroma's
 write-ahead log, and compacting the file so that freed pages leave it (``purge``). A store
 folder of another Chroma version, whose tables look different, is left alone: each function
 then answers None or False and changes nothing.
@@ -67,42 +67,90 @@ class MarkerReader:
 
 def redact_log(folder: str, collection_ids: Sequence[str],
                ids: Sequence[str] | None = None) -> None:
-    """Blank deleted memories' text in Chroma's write-ahead log.
+    """Remove deleted memories from Chroma's write-ahead log.
 
     Chroma's local log (table ``embeddings_queue`` of ``chroma.sqlite3``) keeps every write,
-    with its document and metadata, until the vector index flushes (``sync_threshold`` writes
-    later). A delete must not leave the text there, so the metadata of every logged write of
-    a deleted id (``ids``; None: every write of the collections, which were dropped) is set to
-    NULL; the operations and vectors stay, so a replay after a crash is unchanged.
-    ``secure_delete`` zeroes the freed bytes. A folder without that table is skipped.
+    with its id, vector, document and metadata, until every segment of the collection has
+    applied it (the vector index persists every ``sync_threshold`` writes; Chroma then drops
+    the applied rows). On open, Chroma replays the rows past each segment's persisted position
+    (table ``max_seq_id``). For each deleted id (``ids``; None: the collections were dropped,
+    and with them their segments, so every row of theirs goes):
+
+    - rows below the collection's lowest persisted position are deleted: nothing replays
+      them;
+    - when no index has persisted anything yet, or the id's first unpersisted row is its add
+      (not an upsert), the persisted index never held it: all its rows go, and a replay
+      neither adds nor deletes it;
+    - otherwise the persisted index holds it, and only its last delete stays (an id and an
+      operation, no vector, no text), which Chroma drops at the index's next persist.
+
+    ``secure_delete`` zeroes the freed bytes. A folder without those tables is skipped.
     """
     db = Path(folder) / "chroma.sqlite3"
     if not db.exists():
         return
-    topics = [f"%/{cid}" for cid in collection_ids]
-    topic_sql = " OR ".join("topic LIKE ?" for _ in topics)
     try:
         con = sqlite3.connect(db, timeout=30)
         try:
             con.execute("PRAGMA secure_delete = ON")
-            if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                               "name = 'embeddings_queue'").fetchone():
+            tables = {str(r[0]) for r in con.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not {"embeddings_queue", "max_seq_id", "segments"} <= tables:
                 return
             with con:
-                if ids is None:
-                    con.execute(f"UPDATE embeddings_queue SET metadata = NULL "
-                                f"WHERE {topic_sql}", topics)
-                else:
-                    ids = list(ids)
-                    for lo in range(0, len(ids), 500):
-                        part = ids[lo:lo + 500]
-                        marks = ",".join("?" * len(part))
-                        con.execute(f"UPDATE embeddings_queue SET metadata = NULL WHERE "
-                                    f"id IN ({marks}) AND ({topic_sql})", part + topics)
+                for cid in collection_ids:
+                    topic = f"%/{cid}"
+                    if ids is None:
+                        con.execute("DELETE FROM embeddings_queue WHERE topic LIKE ?", [topic])
+                    else:
+                        _forget_ids(con, cid, topic, list(ids))
         finally:
             con.close()
     except sqlite3.Error as exc:
-        raise wrap_error("redact deleted memories from the write-ahead log", exc) from exc
+        raise wrap_error("remove deleted memories from the write-ahead log", exc) from exc
+
+
+#: Chroma's log operations (``embeddings_queue.operation``).
+_ADD, _DELETE = 0, 3
+
+
+def _persisted_seq(con: sqlite3.Connection, collection_id: str) -> int:
+    """The lowest log position every segment of the collection has persisted (0: one of them
+    has persisted nothing yet)."""
+    rows = con.execute("SELECT m.seq_id FROM segments s LEFT JOIN max_seq_id m ON "
+                       "m.segment_id = s.id WHERE s.collection = ?", [collection_id]).fetchall()
+    seqs = [r[0] if isinstance(r[0], int) else None for r in rows]
+    ints = [q for q in seqs if q is not None]
+    if not seqs or len(ints) < len(seqs):
+        return 0
+    return min(ints)
+
+
+def _forget_ids(con: sqlite3.Connection, collection_id: str, topic: str,
+                ids: list[str]) -> None:
+    persisted = _persisted_seq(con, collection_id)
+    for lo in range(0, len(ids), 500):
+        part = ids[lo:lo + 500]
+        marks = ",".join("?" * len(part))
+        con.execute(f"DELETE FROM embeddings_queue WHERE seq_id < ? AND id IN ({marks}) AND "
+                    "topic LIKE ?", [persisted, *part, topic])
+        rows = con.execute(f"SELECT id, seq_id, operation FROM embeddings_queue WHERE id IN "
+                           f"({marks}) AND topic LIKE ? ORDER BY seq_id", [*part, topic])
+        by_id: dict[str, list[tuple[int, int]]] = {}
+        for memory_id, seq, op in rows.fetchall():
+            by_id.setdefault(str(memory_id), []).append((int(seq), int(op)))
+        doomed: list[int] = []
+        for ops in by_id.values():
+            if ops[-1][1] != _DELETE:  # not deleted after all (written again): leave it
+                continue
+            # the persisted index may hold it, unless it holds nothing yet or the id's first
+            # row past its position adds it
+            keep_last = ops[0][1] != _ADD or ops[0][0] <= persisted
+            doomed.extend(seq for seq, _ in (ops[:-1] if keep_last else ops))
+        for at in range(0, len(doomed), 500):
+            chunk = doomed[at:at + 500]
+            con.execute(f"DELETE FROM embeddings_queue WHERE seq_id IN "
+                        f"({','.join('?' * len(chunk))})", chunk)
 
 
 def compact(folder: str) -> bool:

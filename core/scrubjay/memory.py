@@ -28,6 +28,7 @@ from typing import Any, Self
 import numpy as np
 from numpy.typing import NDArray
 
+from . import assist
 from ._blas import one_blas_thread
 from ._validation import (
     PreparedItem,
@@ -38,7 +39,6 @@ from ._validation import (
     prepare_items,
     to_epoch_s,
 )
-from .annotation import annotate_many
 from .backends import Batch, open_backend, weakly
 from .buffer import BufferState, select_buffer, task_probability
 from .config import ScrubJayConfig
@@ -48,15 +48,14 @@ from .embedding import Embedder, WordLlamaEmbedder, as_embedder, checked_query_v
 from .errors import (
     EmbedderMismatchError,
     InvalidInputError,
-    LLMError,
     MemoryNotFoundError,
     ScrubJayError,
 )
 from .graph import EpisodicGraph
-from .llm import RCI_PROMPT, LLMClient
+from .llm import LLMClient
 from .perishability import Classifier
 from .ranking import Query
-from .rci import event_key, fallback_deltas, parse_deltas
+from .rci import event_key
 from .scoring import adaptive_weights
 from .store import ChromaStore
 from .types import (
@@ -98,6 +97,10 @@ class ScrubJayMemory:
         Every hyperparameter.
     clock : callable, optional
         Returns "now" in epoch seconds; the default is ``time.time``.
+    create : bool
+        With True (the default), a missing ``path`` folder or namespace is made. With False
+        (reading), it raises :class:`~scrubjay.errors.NamespaceNotFoundError` and nothing is
+        written; ``scrubjay inspect`` opens this way.
 
     Examples
     --------
@@ -114,7 +117,7 @@ class ScrubJayMemory:
     def __init__(self, path: str | Path | None = None, *, namespace: str = "default",
                  client: Any = None, embedder: Any = None, llm: Any = None,
                  config: ScrubJayConfig | None = None,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, create: bool = True) -> None:
         owner = "ScrubJayMemory"
         self.namespace = check_namespace(namespace, owner)
         if config is None:
@@ -128,6 +131,9 @@ class ScrubJayMemory:
         if path is not None and not isinstance(path, (str, Path)):
             raise InvalidInputError(f"The 'path' parameter of {owner} must be a str or Path. "
                                     f"Got {type(path).__name__} instead.")
+        if not isinstance(create, bool):
+            raise InvalidInputError(f"The 'create' parameter of {owner} must be a bool. "
+                                    f"Got {type(create).__name__} instead.")
         if clock is not None and not callable(clock):
             raise InvalidInputError(f"The 'clock' parameter of {owner} must be a callable "
                                     f"returning epoch seconds. Got {type(clock).__name__} instead.")
@@ -144,7 +150,8 @@ class ScrubJayMemory:
                                       batch_items=config.llm.batch_items)
         self._buffer: BufferState | None = None
         self._closed = False
-        self._backend = open_backend(path, client, self.namespace, config, self._lock)
+        self._backend = open_backend(path, client, self.namespace, config, self._lock,
+                                     create=create)
         self._backend.on_gone = weakly(self._gone)  # the backend keeps the memory not alive
         try:
             self._open()
@@ -260,7 +267,7 @@ class ScrubJayMemory:
         between the batch's matrix products and takes a core from Chroma; see
         ``scrubjay._blas``); its thread count is restored after.
         """
-        with self._lock, self._llm_budget():
+        with self._lock, assist.budget(self._llm):
             self._fresh()
             prepared = self._prepare_items(items)
             if not prepared:
@@ -271,18 +278,9 @@ class ScrubJayMemory:
     def _prepare_items(self, items: Iterable[str | Mapping[str, Any]]) -> list[PreparedItem]:
         return prepare_items(items, self.now(), "ScrubJayMemory.add")
 
-    def _llm_budget(self) -> contextlib.AbstractContextManager[None]:
-        """One operation's chat-model calls share ``config.llm.timeout_s``."""
-        return self._llm.budget() if self._llm is not None else contextlib.nullcontext()
-
-    def _annotations(self, items: list[PreparedItem]) -> list[str]:
-        if self._llm is None or not self.config.llm.annotate:
-            return [""] * len(items)
-        return annotate_many(self._llm, [p.text for p in items], [p.context for p in items],
-                             batch_items=self.config.llm.batch_items)
-
     def _store_items(self, items: list[PreparedItem]) -> list[MemoryRecord]:
-        annotations = self._annotations(items)
+        annotations = assist.annotate(self._llm, self.config, [p.text for p in items],
+                                      [p.context for p in items])
         what = self._embed([f"{p.text} {a}".strip() if a else p.text
                             for p, a in zip(items, annotations, strict=True)])
         where = self._embed([p.context for p in items])
@@ -417,7 +415,7 @@ class ScrubJayMemory:
         owner = "ScrubJayMemory.integrate"
         check_text(new_info, "new_info", owner)
         check_text(context, "context", owner, allow_empty=True)
-        with self._lock, self._llm_budget():
+        with self._lock, assist.budget(self._llm):
             self._fresh()
             t_n = self._time(at, owner)
             if store:  # checked before any update: the add of the news would refuse it after
@@ -429,7 +427,8 @@ class ScrubJayMemory:
             rows, alpha, drift, skipped = self._backend.not_integrated(
                 rows, alpha, drift, key, t_n, own_id)
             idx_ids = rows.ids
-            deltas, used_llm, calls, reason = self._deltas(new_info, context) if idx_ids else (
+            deltas, used_llm, calls, reason = assist.event_deltas(
+                self._llm, self.config, new_info, context) if idx_ids else (
                 Deltas(summary="already applied" if skipped else "no related memory"),
                 False, 0, None)
             stored = None
@@ -453,16 +452,6 @@ class ScrubJayMemory:
                 affected=tuple((mid, float(a)) for mid, a in zip(idx_ids, alpha, strict=True)),
                 deltas=deltas, used_llm=used_llm, llm_calls=calls, stored=stored,
                 fallback_reason=reason, already_applied=skipped)
-
-    def _deltas(self, new_info: str, context: str) -> tuple[Deltas, bool, int, str | None]:
-        if self._llm is None:
-            return fallback_deltas(new_info, self.config.rci), False, 0, None
-        try:
-            reply = self._llm.complete(RCI_PROMPT.format(context=context, new_info_text=new_info))
-            return parse_deltas(reply, self.config.rci), True, 1, None
-        except LLMError as err:
-            self._llm.note_parse_failure(err)
-            return fallback_deltas(new_info, self.config.rci), False, 1, str(err)
 
     # ------------------------------------------------------------------ maintain: consolidation
     def consolidate(self, at: Timestamp | None = None) -> list[str]:
@@ -580,7 +569,8 @@ class ScrubJayMemory:
 
     @staticmethod
     def list_namespaces(*, path: str | Path | None = None, client: Any = None) -> list[str]:
-        """The namespaces stored at ``path`` or behind ``client``."""
+        """The namespaces stored at ``path`` or behind ``client``; a ``path`` without a store
+        raises :class:`~scrubjay.errors.NamespaceNotFoundError` and is not created."""
         if (path is None) == (client is None):
             raise InvalidInputError("ScrubJayMemory.list_namespaces takes exactly one of "
                                     "path= or client=.")

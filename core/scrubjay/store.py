@@ -47,7 +47,7 @@ from .codec import (
     rows_from_get,
 )
 from .edgefile import EDGE_FILE, EdgeFile
-from .errors import EmbedderMismatchError, StoreError
+from .errors import EmbedderMismatchError, NamespaceNotFoundError, StoreError
 from .localfiles import MarkerReader, compact, redact_log
 from .timeread import TimeNeighbours, TimeReads
 
@@ -347,11 +347,18 @@ class ChromaReads:
                 for row in self.iter_all(vectors=False)}
 
 
+def _collection_names(client: Any) -> list[str]:
+    try:
+        return [c if isinstance(c, str) else c.name for c in client.list_collections()]
+    except Exception as exc:
+        raise wrap_error("list collections", exc) from exc
+
+
 class ChromaStore(ChromaReads):
     """The two Chroma collections of one namespace (and, against a server, its change log)."""
 
     def __init__(self, *, client: Any, namespace: str, path: str | None = None,
-                 prefix: str = "sj_", change_log: bool = False) -> None:
+                 prefix: str = "sj_", change_log: bool = False, create: bool = True) -> None:
         self.client = client
         self.namespace = namespace
         self.path = path
@@ -370,6 +377,12 @@ class ChromaStore(ChromaReads):
         #: from which a mirror learns of other processes' writes (:mod:`scrubjay.changelog`).
         self.log: ChangeLog | None = None
         try:
+            if not create and f"{prefix}{namespace}_what" not in _collection_names(client):
+                self.close()
+                raise NamespaceNotFoundError(
+                    f"The namespace {namespace!r} does not exist in this store. Check its "
+                    "name (`scrubjay inspect STORE` lists them); opening it with create=True "
+                    "makes it.")
             hnsw = {"space": "cosine", "sync_threshold": SYNC_THRESHOLD}
             self.what = client.get_or_create_collection(
                 f"{prefix}{namespace}_what", embedding_function=None,
@@ -380,6 +393,8 @@ class ChromaStore(ChromaReads):
             if change_log:
                 self.log = ChangeLog(client.get_or_create_collection(
                     f"{prefix}{namespace}_log", embedding_function=None))
+        except NamespaceNotFoundError:
+            raise
         except Exception as exc:
             self.close()
             raise wrap_error(f"open the collections of namespace {namespace!r}", exc) from exc
@@ -395,12 +410,15 @@ class ChromaStore(ChromaReads):
         self.times = TimeReads(lambda: self.what, self._local_times if path is not None else None)
 
     @classmethod
-    def open_path(cls, path: str | os.PathLike[str], namespace: str) -> ChromaStore:
-        """Open (creating) an embedded store; the folder is locked to this process."""
+    def open_path(cls, path: str | os.PathLike[str], namespace: str, *,
+                  create: bool = True) -> ChromaStore:
+        """Open an embedded store (with ``create``, making the folder and the namespace when
+        missing; without, :class:`NamespaceNotFoundError` and nothing written); the folder is
+        locked to this process."""
         key = str(Path(path).resolve())
-        client = EmbeddedClients.acquire(key)
+        client = EmbeddedClients.acquire(key, create=create)
         # a failed open releases this share itself (``__init__`` closes the store)
-        return cls(client=client, namespace=namespace, path=key)
+        return cls(client=client, namespace=namespace, path=key, create=create)
 
     def close(self) -> None:
         """Release this store's share of the embedded client and its process lock (against a
@@ -853,17 +871,15 @@ class ChromaStore(ChromaReads):
     # -- namespaces ------------------------------------------------------------------------
     @staticmethod
     def list_namespaces(client: Any) -> list[str]:
-        try:
-            names = [c if isinstance(c, str) else c.name for c in client.list_collections()]
-        except Exception as exc:
-            raise wrap_error("list collections", exc) from exc
+        names = _collection_names(client)
         return sorted(n[3:-5] for n in names if n.startswith("sj_") and n.endswith("_what"))
 
     @staticmethod
     def list_namespaces_at(path: str) -> list[str]:
-        """Namespaces of an embedded store folder (takes its process lock meanwhile)."""
+        """Namespaces of an embedded store folder (takes its process lock meanwhile); a folder
+        without a store raises :class:`NamespaceNotFoundError` and is not created."""
         key = str(Path(path).resolve())
-        client = EmbeddedClients.acquire(key)
+        client = EmbeddedClients.acquire(key, create=False)
         try:
             return ChromaStore.list_namespaces(client)
         finally:

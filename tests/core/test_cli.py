@@ -45,9 +45,16 @@ def test_inspect_lists_label_pi_tau_utility(tmp_path) -> None:
 
 
 def test_inspect_empty_folder(tmp_path) -> None:
+    from scrubjay.clients import EmbeddedClients
+
+    EmbeddedClients.acquire(str(tmp_path / "empty"))  # a Chroma store without namespaces
+    EmbeddedClients.release(str(tmp_path / "empty"))
     out = io.StringIO()
-    assert main(["inspect", str(tmp_path / "none")], out=out) == 0
+    assert main(["inspect", str(tmp_path / "empty")], out=out) == 0
     assert "No scrubjay namespaces" in out.getvalue()
+    # a folder without a store is an error, and is not created
+    assert main(["inspect", str(tmp_path / "none")], out=io.StringIO()) == 2
+    assert not (tmp_path / "none").exists()
 
 
 def test_version_prints_the_package_version(capsys) -> None:

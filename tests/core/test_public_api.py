@@ -15,7 +15,7 @@ EXPECTED = {
     "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "ScrubJayError",
     "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
     "MemoryNotFoundError", "EmbeddingError", "FilterError", "LLMError", "StoreError",
-    "StoreLockedError", "TimeWindowError",
+    "StoreLockedError", "TimeWindowError", "NamespaceNotFoundError",
     "__version__",
 }
 
@@ -31,6 +31,7 @@ def test_exception_tree() -> None:
     assert not issubclass(errors.ScrubJayError, (ValueError, RuntimeError))
     pairs = {errors.ConfigError: ValueError, errors.InvalidInputError: (ValueError, TypeError),
              errors.MemoryNotFoundError: KeyError, errors.StoreError: RuntimeError,
+             errors.NamespaceNotFoundError: LookupError,
              errors.EmbeddingError: RuntimeError, errors.LLMError: RuntimeError,
              errors.StoreLockedError: errors.StoreError,
              errors.EmbedderMismatchError: errors.ConfigError,

@@ -88,13 +88,26 @@ def test_delete_removes_text_from_every_file(tmp_path: Path, caplog) -> None:
     assert all(SECRET not in h.text for h in mem.search(f"passport {SECRET}", k=50))
     assert all(secret.id not in row.meta["sj_edges"] for row in mem._store.iter_all())
     mem.close()
-    # The write-ahead log no longer holds the text (redacted by delete itself) ...
+    # The write-ahead log no longer holds the text, nor the id and vector (delete itself) ...
     assert _log_rows_with(folder, SECRET) == 0
     assert _log_rows_with(folder, SECRET_CTX) == 0
+    con = sqlite3.connect(folder / "chroma.sqlite3")
+    try:
+        logged = con.execute("SELECT topic, operation, vector IS NULL FROM embeddings_queue "
+                             "WHERE id = ?", [secret.id]).fetchall()
+        # at most each collection's last delete stays (an id, no vector, no text), while the
+        # persisted vector index may still hold the memory; its add and its vector are gone
+        assert all(op == 3 and no_vector for _, op, no_vector in logged), logged
+        assert len({topic for topic, _, _ in logged}) == len(logged) <= 2
+    finally:
+        con.close()
     # ... and after purge() no byte of any file does.
     with ScrubJayMemory(path=folder, embedder=HashEmbedder(), clock=FrozenClock(T0)) as again:
         assert len(again) == 41
         assert again.purge() is True
+        # the log rows that went were replayed by nobody: the store reads and searches whole
+        assert neighbour.id in again
+        assert neighbour.id in [h.id for h in again.search("passport garden drawer", k=5)]
     leftovers = _files_containing(folder, (SECRET, SECRET_CTX))
     print(f"\nRELIABILITY deletion: leftovers={leftovers} "
           f"hnsw_heap_strays_so_far={len(HEAP_STRAYS)}")

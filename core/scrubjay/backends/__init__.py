@@ -24,9 +24,12 @@ __all__ = ["Backend", "BaseBackend", "Batch", "EmbeddedBackend", "ServerBackend"
 
 
 def open_backend(path: str | Path | None, client: Any, namespace: str,
-                 config: ScrubJayConfig, lock: threading.RLock) -> Backend:
+                 config: ScrubJayConfig, lock: threading.RLock, *,
+                 create: bool = True) -> Backend:
     """The backend of a memory over ``path`` (an embedded folder), ``client`` (any Chroma
     client, e.g. a server's) or neither (an in-memory Chroma, private to this memory).
+    Without ``create``, a missing folder or namespace raises
+    :class:`~scrubjay.errors.NamespaceNotFoundError` (an in-memory one is always new).
 
     ====================  ==========================  =================================
     store                 ``SearchConfig.mirror``     backend
@@ -40,7 +43,7 @@ def open_backend(path: str | Path | None, client: Any, namespace: str,
     server = client is not None
     private_prefix = None
     if path is not None:
-        store = ChromaStore.open_path(path, namespace)
+        store = ChromaStore.open_path(path, namespace, create=create)
     elif client is None:
         # Chroma shares one in-memory system per process: a private collection prefix keeps
         # each in-memory memory apart; its close drops its collections.
@@ -50,7 +53,8 @@ def open_backend(path: str | Path | None, client: Any, namespace: str,
     else:
         # several processes may share it: every write feeds the change log that keeps their
         # mirrors current (scrubjay.changelog)
-        store = ChromaStore(client=client, namespace=namespace, change_log=True)
+        store = ChromaStore(client=client, namespace=namespace, change_log=True,
+                            create=create)
     wanted = config.search.mirror
     mirror = not server if wanted is None else bool(wanted)
     kind: type[BaseBackend]

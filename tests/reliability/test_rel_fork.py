@@ -1,0 +1,64 @@
+"""A child process and its parent's embedded store, under every start method.
+
+A ``fork`` child inherits the parent's open lock file and its cache of Chroma clients; it must
+still get :class:`~scrubjay.errors.StoreLockedError` while the parent holds the folder (and not
+hang inside the parent's Chroma client), as ``spawn`` and ``forkserver`` children do.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from _fork_child import open_and_add
+from scrubjay import ScrubJayMemory
+from scrubjay.testing import HashEmbedder
+
+#: How long a child may take before it counts as hung (a hang is forever; an answer is ms).
+HANG_S = 60
+
+
+def _child_answer(method: str, path: Path) -> str:
+    ctx = multiprocessing.get_context(method)
+    answers = ctx.Queue()
+    child = ctx.Process(target=open_and_add, args=(str(path), answers))
+    child.start()
+    child.join(HANG_S)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        return "hung"
+    return str(answers.get(timeout=HANG_S))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_child_gets_the_lock_error_while_the_parent_holds_the_store(
+        tmp_path: Path, method: str) -> None:
+    mem = ScrubJayMemory(path=tmp_path, embedder=HashEmbedder())
+    try:
+        mem.add("written by the parent")
+        assert _child_answer(method, tmp_path) == "locked"
+        # the parent's lock and client still work after the child's attempt
+        mem.add("the parent writes on")
+        assert len(mem) == 2
+    finally:
+        mem.close()
+    reopened = ScrubJayMemory(path=tmp_path, embedder=HashEmbedder())
+    try:
+        assert len(reopened) == 2
+    finally:
+        reopened.close()
+
+
+def test_fork_child_opens_another_folder(tmp_path: Path) -> None:
+    mem = ScrubJayMemory(path=tmp_path / "parent", embedder=HashEmbedder())
+    try:
+        mem.add("written by the parent")
+        assert _child_answer("fork", tmp_path / "child") == "opened 1"
+    finally:
+        mem.close()
