@@ -219,7 +219,7 @@ class FakeOllama(ThreadingHTTPServer):
 class _OllamaHandler(BaseHTTPRequestHandler):
     server: FakeOllama
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep output quiet
+    def log_message(self, format: str, *args: Any) -> None:  # keep the output quiet
         pass
 
     def _send(self, body: bytes, ctype: str = "application/json") -> None:
@@ -229,10 +229,10 @@ class _OllamaHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_GET(self) -> None:  # the name http.server calls
         self._send(json.dumps({"version": "0.12.0", "models": []}).encode())
 
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+    def do_POST(self) -> None:  # the name http.server calls
         length = int(self.headers.get("Content-Length") or 0)
         req: dict[str, Any] = json.loads(self.rfile.read(length) or b"{}")
         self.server.requests.append({"path": self.path, **req})
