@@ -58,6 +58,25 @@ def fake_ollama() -> Iterator[FakeOllama]:
         yield server
 
 
+def run_in_order(blocks: list[str], label: str, *, monkeypatch: pytest.MonkeyPatch,
+                 request: pytest.FixtureRequest, ollama: FakeOllama) -> dict[str, object]:
+    """Run ``blocks`` in one namespace, each with the servers its first lines ask for."""
+    dead = _closed_port()
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    for n, block in enumerate(blocks, start=1):
+        declared = needs(block)
+        monkeypatch.setenv("OLLAMA_HOST", ollama.url if "ollama" in declared
+                           else f"http://127.0.0.1:{dead}")
+        if "chroma" in declared:
+            host, port = request.getfixturevalue("chroma_server")
+        else:
+            host, port = "127.0.0.1", dead
+        monkeypatch.setenv("CHROMA_HOST", host)
+        monkeypatch.setenv("CHROMA_PORT", str(port))
+        exec(compile(block, f"{label}, python block {n}", "exec"), namespace)  # noqa: S102
+    return namespace
+
+
 @pytest.mark.server
 @pytest.mark.parametrize("page", PAGES_WITH_CODE,
                          ids=[str(p.relative_to(ROOT)) for p in PAGES_WITH_CODE])
@@ -66,20 +85,28 @@ def test_page_snippets_run_in_order(page: Path, tmp_path: Path,
                                     request: pytest.FixtureRequest,
                                     fake_ollama: FakeOllama) -> None:
     monkeypatch.chdir(tmp_path)
-    dead = _closed_port()
-    namespace: dict[str, object] = {"__name__": "__main__"}
-    for n, block in enumerate(python_blocks(page), start=1):
-        declared = needs(block)
-        monkeypatch.setenv("OLLAMA_HOST", fake_ollama.url if "ollama" in declared
-                           else f"http://127.0.0.1:{dead}")
-        if "chroma" in declared:
-            host, port = request.getfixturevalue("chroma_server")
-        else:
-            host, port = "127.0.0.1", dead
-        monkeypatch.setenv("CHROMA_HOST", host)
-        monkeypatch.setenv("CHROMA_PORT", str(port))
-        code = compile(block, f"{page.name}, python block {n}", "exec")
-        exec(code, namespace)  # noqa: S102 - the point of the test
+    run_in_order(python_blocks(page), page.name, monkeypatch=monkeypatch, request=request,
+                 ollama=fake_ollama)
+
+
+@pytest.mark.server
+def test_declared_servers_are_the_ones_reached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               request: pytest.FixtureRequest,
+                                               fake_ollama: FakeOllama) -> None:
+    monkeypatch.chdir(tmp_path)
+    ollama_block = (f"{NEEDS_OLLAMA}\nfrom langchain_ollama import ChatOllama\n"
+                    "reply = ChatOllama(model='qwen3:30b').invoke('hello').content\n")
+    chroma_block = (f"{NEEDS_CHROMA}\nimport os\nimport chromadb\n"
+                    "beat = chromadb.HttpClient(host=os.environ['CHROMA_HOST'],\n"
+                    "                           port=int(os.environ['CHROMA_PORT'])).heartbeat()\n")
+    ns = run_in_order([ollama_block, chroma_block], "test", monkeypatch=monkeypatch,
+                      request=request, ollama=fake_ollama)
+    assert ns["reply"] and [r["path"] for r in fake_ollama.requests] == ["/api/chat"]
+    assert isinstance(ns["beat"], int)
+    undeclared = ollama_block.split("\n", 1)[1]
+    with pytest.raises(Exception, match="(?i)connect"):
+        run_in_order([undeclared], "test", monkeypatch=monkeypatch, request=request,
+                     ollama=fake_ollama)
 
 
 def test_markers_are_recognised() -> None:
