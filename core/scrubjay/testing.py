@@ -1,11 +1,13 @@
 """Helpers for tests, notebooks and examples: a deterministic embedder, a frozen clock, a
-scripted chat model and a small corpus. Nothing here touches the network.
+scripted chat model, a small corpus, and loopback servers (a real ``chroma run``, an
+Ollama-speaking stand-in) on 127.0.0.1. Nothing here touches the network.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -15,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,8 @@ from numpy.typing import NDArray
 
 from .embedding import CallableEmbedder
 
-__all__ = ["WEEK_OF_MEMORIES", "FrozenClock", "HashEmbedder", "ScriptedLLM", "chroma_server"]
+__all__ = ["WEEK_OF_MEMORIES", "FakeOllama", "FrozenClock", "HashEmbedder", "ScriptedLLM",
+           "chroma_server", "ollama_server"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -169,3 +173,96 @@ def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | 
             proc.kill()
             proc.wait()
         out.close()
+
+
+OLLAMA_CLASSIFY_REPLY = '{"label": "ephemeral", "pi": 0.95, "tau_sec": 1800}'
+"""What :class:`FakeOllama` answers to the paper's perishability prompt."""
+OLLAMA_RCI_REPLY = ('{"delta_value": -0.5, "delta_pi": 0.2, "delta_tau": -0.25, '
+                    '"summary": "moved the car"}')
+"""What :class:`FakeOllama` answers to the paper's RCI prompt."""
+OLLAMA_OTHER_REPLY = "The car is parked on level 3."
+"""What :class:`FakeOllama` answers to any other prompt (an annotation, a chat turn)."""
+OLLAMA_MALFORMED_REPLY = "Sure! I think it is ephemeral, maybe."
+
+
+class FakeOllama(ThreadingHTTPServer):
+    """An Ollama-speaking HTTP server on 127.0.0.1 (a free port) for tests and doc snippets.
+
+    It answers ``POST /api/chat`` (streamed NDJSON or one JSON object, as the client asks)
+    with a reply chosen by the paper's prompt that arrives, ``POST /api/embed`` with
+    :class:`HashEmbedder` vectors, and any ``GET`` (``/api/version``, ``/api/tags``) with a
+    version. ``requests`` logs every POST body with its path; set ``malformed`` to answer every
+    chat off-format. Use :func:`ollama_server` to run one for a ``with`` block.
+    """
+
+    def __init__(self, dim: int = 32) -> None:
+        super().__init__(("127.0.0.1", 0), _OllamaHandler)
+        self.embedder = HashEmbedder(dim)
+        self.requests: list[dict[str, Any]] = []
+        self.malformed = False
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``, the ``base_url`` / ``OLLAMA_HOST`` of this server."""
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def reply_to(self, prompt: str) -> str:
+        if self.malformed:
+            return OLLAMA_MALFORMED_REPLY
+        if prompt.startswith("Classify memory perishability"):
+            return OLLAMA_CLASSIFY_REPLY
+        if prompt.startswith("Given new information"):
+            return OLLAMA_RCI_REPLY
+        return OLLAMA_OTHER_REPLY
+
+
+class _OllamaHandler(BaseHTTPRequestHandler):
+    server: FakeOllama
+
+    def log_message(self, format: str, *args: Any) -> None:  # keep the output quiet
+        pass
+
+    def _send(self, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # the name http.server calls
+        self._send(json.dumps({"version": "0.12.0", "models": []}).encode())
+
+    def do_POST(self) -> None:  # the name http.server calls
+        length = int(self.headers.get("Content-Length") or 0)
+        req: dict[str, Any] = json.loads(self.rfile.read(length) or b"{}")
+        self.server.requests.append({"path": self.path, **req})
+        if self.path == "/api/embed":
+            texts = req["input"] if isinstance(req["input"], list) else [req["input"]]
+            vecs = self.server.embedder.embed(texts).tolist()
+            self._send(json.dumps({"model": req["model"], "embeddings": vecs}).encode())
+            return
+        text = self.server.reply_to(str(req["messages"][-1]["content"]))
+        done = {"model": req["model"], "created_at": "2025-11-24T00:00:00Z", "done": True,
+                "done_reason": "stop", "message": {"role": "assistant", "content": ""}}
+        if req.get("stream", True):
+            chunk = {**done, "done": False, "message": {"role": "assistant", "content": text}}
+            del chunk["done_reason"]
+            body = (json.dumps(chunk) + "\n" + json.dumps(done) + "\n").encode()
+            self._send(body, "application/x-ndjson")
+        else:
+            self._send(json.dumps({**done, "message": {"role": "assistant",
+                                                       "content": text}}).encode())
+
+
+@contextlib.contextmanager
+def ollama_server(dim: int = 32) -> Iterator[FakeOllama]:
+    """A :class:`FakeOllama` serving on 127.0.0.1 for the ``with`` block."""
+    server = FakeOllama(dim)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
