@@ -64,7 +64,9 @@ SCORE_MD = """\
 With the default `SearchConfig(ranking="relevance")` a hit's `score`, the key it was ranked by, is
 its relevance (the what and where similarities mixed by the query-adaptive weights `a`, `b` of
 Eq. 6) times its value against the default value:
-`score = (a*what + b*where) / (a + b) * V / V0`. Time decay does not move it; it sets `stale`.
+`score = (a*what + b*where) / (a + b) * V / V0 * time`, where `time` (`hit.time_factor`, at most 1)
+puts the newer of two comparable memories first and a stale one below a current one
+(docs/ranking.md); `stale` and `stale_reason` say why a memory is outdated.
 The paper's additive Eq. 5 score, `a*what + b*where + g*U + d*graph`, is kept as
 `hit.paper_score` (and is the ranking key with `ranking="paper"`)."""
 
@@ -73,12 +75,13 @@ def explain(mem, hit):
     \"\"\"The ranking key recomputed from the hit's own fields, printed as a sum that adds up.\"\"\"
     a, b, g, d = hit.weights
     v, v0 = hit.record.value, mem.config.decay.default_value
-    key = (a * hit.what + b * hit.where) / (a + b) * v / v0
+    key = (a * hit.what + b * hit.where) / (a + b) * v / v0 * hit.time_factor
     assert math.isclose(key, hit.score, rel_tol=1e-6, abs_tol=1e-9), (key, hit.score)
     paper = a * hit.what + b * hit.where + g * hit.when + d * hit.graph
     assert math.isclose(paper, hit.paper_score, rel_tol=1e-6, abs_tol=1e-9)
     print(f"score {hit.score:.4f} = ({a:.4f}*what {hit.what:.4f} + {b:.4f}*where {hit.where:.4f})"
-          f" / {a + b:.4f} * V {v:.4f} / V0 {v0:.4f}  stale={hit.stale} | {hit.text}")
+          f" / {a + b:.4f} * V {v:.4f} / V0 {v0:.4f} * time {hit.time_factor:.4f}"
+          f"  stale={hit.stale} | {hit.text}")
     print(f"    paper_score {hit.paper_score:.3f} = ... + {g:.2f}*U {hit.when:.2f}"
           f" + {d:.2f}*graph {hit.graph:.2f}")
 
