@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from scrubjay import ScrubJayMemory
-from scrubjay.testing import FrozenClock, HashEmbedder
+from scrubjay.testing import FakeOllama, FrozenClock, HashEmbedder, ollama_server
 from scrubjay.testing import chroma_server as start_chroma_server
 
 T0 = 1_764_000_000.0  # 2025-11-24, a fixed "now" for deterministic tests
@@ -69,3 +69,9 @@ def memory_factory(backend: str, tmp_path: Path, request: pytest.FixtureRequest,
     yield make
     for mem in made:
         mem.close()
+
+
+@pytest.fixture
+def fake_ollama() -> Iterator[FakeOllama]:
+    with ollama_server() as server:
+        yield server

@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from .embedding import CallableEmbedder
 
 __all__ = ["WEEK_OF_MEMORIES", "FakeOllama", "FrozenClock", "HashEmbedder", "ScriptedLLM",
-           "chroma_server", "ollama_server"]
+           "chroma_server", "free_port", "ollama_server"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 
@@ -133,6 +133,13 @@ def _chroma_executable() -> str:
     return found
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (just now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 @contextlib.contextmanager
 def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | None = None,
                   timeout_s: float = 60.0) -> Iterator[tuple[str, int]]:
@@ -143,9 +150,7 @@ def chroma_server(folder: str | os.PathLike[str], log: str | os.PathLike[str] | 
     from .clients import http_client
 
     folder = Path(folder)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     log_path = Path(log) if log is not None else folder.parent / f"chroma-{port}.log"
     out = open(log_path, "w")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen([_chroma_executable(), "run", "--path", str(folder),

@@ -12,12 +12,10 @@ so fails here. Bash blocks are not run.
 from __future__ import annotations
 
 import re
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scrubjay.testing import FakeOllama, ollama_server
+from scrubjay.testing import FakeOllama, free_port
 
 ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -46,22 +44,12 @@ def needs(block: str) -> set[str]:
 PAGES_WITH_CODE = [p for p in PAGES if python_blocks(p)]
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def fake_ollama() -> Iterator[FakeOllama]:
-    with ollama_server() as server:
-        yield server
 
 
 def run_in_order(blocks: list[str], label: str, *, monkeypatch: pytest.MonkeyPatch,
                  request: pytest.FixtureRequest, ollama: FakeOllama) -> dict[str, object]:
     """Run ``blocks`` in one namespace, each with the servers its first lines ask for."""
-    dead = _closed_port()
+    dead = free_port()
     namespace: dict[str, object] = {"__name__": "__main__"}
     for n, block in enumerate(blocks, start=1):
         declared = needs(block)

@@ -6,25 +6,11 @@ by the paper's prompt that arrives).
 from __future__ import annotations
 
 import logging
-import socket
-from collections.abc import Iterator
 
 import pytest
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 from scrubjay import ScrubJayMemory
-from scrubjay.testing import FakeOllama, ollama_server
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def fake_ollama() -> Iterator[FakeOllama]:
-    with ollama_server() as server:
-        yield server
+from scrubjay.testing import FakeOllama, free_port
 
 
 @pytest.fixture
@@ -63,7 +49,7 @@ def test_real_clients_classify_rci_and_fall_back(fake_ollama: FakeOllama, ollama
 
 def test_no_server_running_uses_the_fallbacks_and_says_so_once(clock, embedder,
                                                                caplog) -> None:
-    dead = f"http://127.0.0.1:{_free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     mem = ScrubJayMemory(llm=ChatOllama(base_url=dead, model="qwen3:30b"), embedder=embedder,
                          clock=clock)
     with caplog.at_level(logging.DEBUG, logger="scrubjay.llm"):
