@@ -3,6 +3,7 @@
 * :class:`ScrubJayRetriever` - a ``BaseRetriever`` (``scrubjay-mem[langchain]``);
 * :class:`ScrubJayVectorStore` - a ``VectorStore`` (``scrubjay-mem[langchain]``);
 * :class:`ScrubJayStore` - a LangGraph ``BaseStore`` (``scrubjay-mem[langgraph]``);
+* :class:`ScrubJayKVStore` - a LangChain key-value ``BaseStore`` (``scrubjay-mem[langchain]``);
 * :class:`ScrubJayChatMemory` - a classic-chain ``BaseMemory`` (``scrubjay-mem[classic]``);
 * :func:`create_memory_tools` - remember / recall / revise tools for an agent.
 
@@ -17,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .memory import ScrubJayChatMemory
     from .retrievers import ScrubJayRetriever
+    from .storage import ScrubJayKVStore
     from .stores import ScrubJaySearchItem, ScrubJayStore
     from .tools import create_memory_tools
     from .vectorstores import ScrubJayVectorStore
 
 __all__ = [
     "ScrubJayChatMemory",
+    "ScrubJayKVStore",
     "ScrubJayRetriever",
     "ScrubJaySearchItem",
     "ScrubJayStore",
@@ -36,6 +39,7 @@ _WHERE = {
     "ScrubJaySearchItem": ".stores",
     "ScrubJayVectorStore": ".vectorstores",
     "ScrubJayChatMemory": ".memory",
+    "ScrubJayKVStore": ".storage",
     "create_memory_tools": ".tools",
 }
 

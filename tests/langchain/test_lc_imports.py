@@ -8,7 +8,7 @@ import sys
 import langchain_scrubjay
 
 EXPECTED = ["ScrubJayRetriever", "ScrubJayStore", "ScrubJaySearchItem", "ScrubJayChatMemory",
-            "ScrubJayVectorStore", "create_memory_tools"]
+            "ScrubJayKVStore", "ScrubJayVectorStore", "create_memory_tools"]
 
 
 def test_all_is_pinned() -> None:
