@@ -188,7 +188,7 @@ def test_bad_arguments_raise_the_package_error(open_kv: Opener) -> None:
     with pytest.raises(InvalidInputError, match="prefix"):
         list(store.yield_keys(prefix=1))  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="'memory' parameter"):
-        ScrubJayKVStore(memory="not a memory")  # type: ignore[arg-type]
+        ScrubJayKVStore(memory="not a memory")
     with pytest.raises(InvalidInputError, match="excludes"):
         ScrubJayKVStore(store.memory, path="elsewhere")
 
