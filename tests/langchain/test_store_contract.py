@@ -1,8 +1,9 @@
 """ScrubJayStore's LangGraph ``BaseStore`` contract, sync and async: TTL, filters, CRUD.
 
 langchain-tests' ``BaseStoreSyncTests``/``BaseStoreAsyncTests`` cover langchain-core's
-key-value ``BaseStore`` (``mget``/``mset``), not LangGraph's, so this is the contract test of
-our own: every case runs through the sync and the async API.
+key-value ``BaseStore`` (``mget``/``mset``), not LangGraph's (``ScrubJayKVStore`` passes those,
+``test_kv_store.py``), so this is the contract test of our own: every case runs through the
+sync and the async API.
 """
 
 from __future__ import annotations
