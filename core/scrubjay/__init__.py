@@ -22,6 +22,7 @@ from .config import (
     RetentionPolicy,
     ScrubJayConfig,
     SearchConfig,
+    SupersessionConfig,
     WeightConfig,
 )
 from .embedding import Embedder
@@ -75,6 +76,7 @@ __all__ = [
     "ScrubJayError",
     "ScrubJayMemory",
     "SearchConfig",
+    "SupersessionConfig",
     "StoreError",
     "StoreLockedError",
     "TimeWindowError",

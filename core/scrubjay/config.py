@@ -32,6 +32,7 @@ __all__ = [
     "RetentionPolicy",
     "ScrubJayConfig",
     "SearchConfig",
+    "SupersessionConfig",
     "WeightConfig",
 ]
 
@@ -376,6 +377,27 @@ class LLMConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SupersessionConfig:
+    """Supersession on add: a new memory that gives an older one's slot a new value marks the
+    older one superseded (:mod:`scrubjay.superseding`, :mod:`scrubjay.supersession`)."""
+
+    enabled: bool = True
+    """Run the detector on every add (``integrate`` stores its news through the same add)."""
+    candidates: int = 10
+    """Older memories judged per new memory: its nearest by what-cosine (chosen: the labelled
+    pairs' replaced memory is among a new memory's 10 nearest in every scenario timeline of
+    the training split; more candidates cost more parsing and more chances of a wrong mark)."""
+    confirm: bool = True
+    """With a chat model, show it the candidates scoring at least the model's ``llm_floor``
+    in ONE call per batch; its answer decides, the offline decision is the fallback."""
+
+    def __post_init__(self) -> None:
+        _check(isinstance(self.candidates, int) and not isinstance(self.candidates, bool)
+               and 0 <= self.candidates <= 1000, "SupersessionConfig", "candidates",
+               "an int in [0, 1000]", self.candidates)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SearchConfig:
     """Candidate generation in front of exact scoring."""
 
@@ -452,18 +474,22 @@ class ScrubJayConfig:
     consolidation: ConsolidationConfig = field(default_factory=ConsolidationConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+    supersession: SupersessionConfig = field(default_factory=SupersessionConfig)
 
     @classmethod
     def paper(cls) -> ScrubJayConfig:
-        """The paper as published: Eq. 5 ranking and the keyword fallback classifier."""
+        """The paper as published: Eq. 5 ranking, the keyword fallback classifier, and no
+        supersession on add (the paper updates older memories through RCI only)."""
         return cls(classifier=ClassifierConfig(offline="keyword"),
-                   search=SearchConfig(ranking="paper"))
+                   search=SearchConfig(ranking="paper"),
+                   supersession=SupersessionConfig(enabled=False))
 
     def __post_init__(self) -> None:
         expected = {"fusion": FusionConfig, "classifier": ClassifierConfig, "decay": DecayConfig,
                     "weights": WeightConfig, "graph": GraphConfig, "rci": RCIConfig,
                     "buffer": BufferConfig, "consolidation": ConsolidationConfig,
-                    "llm": LLMConfig, "search": SearchConfig}
+                    "llm": LLMConfig, "search": SearchConfig,
+                    "supersession": SupersessionConfig}
         for f in fields(self):
             value = getattr(self, f.name)
             if not isinstance(value, expected[f.name]):

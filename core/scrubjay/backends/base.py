@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..buffer import BufferBlock, BufferState
-from ..codec import RowsBackup, StoredRow, meta_of, record_of
+from ..codec import TEMPORAL_KEY, RowsBackup, StoredRow, meta_of, pack_temporal, record_of
 from ..config import ScrubJayConfig
 from ..errors import ScrubJayError
 from ..graph import EpisodicGraph
@@ -125,6 +125,12 @@ class Backend(Protocol):
                   w_n: NDArray[np.float32], deltas: Deltas, t_n: float,
                   event: str | None = None) -> None:
         """Update the affected rows (Eq. 9-12) and persist them."""
+
+    def nearest(self, what: NDArray[np.float32], n: int) -> list[Rows]:
+        """Per what-vector, up to ``n`` stored memories nearest by what-cosine."""
+
+    def mark(self, records: Sequence[MemoryRecord]) -> None:
+        """Persist the validity fields of ``records`` (a supersession), everywhere."""
 
     def delete(self, ids: Sequence[str]) -> None:
         """Delete memories everywhere (the store, the graph, what is held here)."""
@@ -645,6 +651,36 @@ class BaseBackend:
     def _rci_written(self, records: list[MemoryRecord], what: NDArray[np.float32],
                      drift: NDArray[np.float64]) -> None:
         """An RCI update is stored (what this backend holds takes it)."""
+        return
+
+    # ------------------------------------------------------------------ supersession
+    def nearest(self, what: NDArray[np.float32], n: int) -> list[Rows]:
+        """Per what-vector, up to ``n`` stored memories nearest by what-cosine (Chroma's
+        index, then one read of their rows)."""
+        if n <= 0 or len(what) == 0 or self.known_empty():
+            return [self._fetch_rows([], where=False) for _ in range(len(what))]
+        found = self.store.query_many("what", what, n)
+        ids = sorted({i for f in found for i in f})
+        rows = self._fetch_rows(ids, where=False)
+        index = {r.id: j for j, r in enumerate(rows.records)}
+        return [rows.take(np.array([index[i] for i in f if i in index], dtype=np.intp))
+                for f in found]
+
+    def mark(self, records: Sequence[MemoryRecord]) -> None:
+        """Write the validity fields (``sj_when``) of ``records``; what this backend holds
+        takes them once the store has them (a failed write leaves it as the store is)."""
+        if not records:
+            return
+        ids = [r.id for r in records]
+        try:
+            self.store.update_meta(ids, [{TEMPORAL_KEY: pack_temporal(r)} for r in records])
+        except ScrubJayError:
+            self._reload_rows(ids)
+            raise
+        self._marked(list(records))
+
+    def _marked(self, records: list[MemoryRecord]) -> None:
+        """Records' validity fields are stored (what this backend holds takes them)."""
         return
 
     # ------------------------------------------------------------------ iteration

@@ -166,6 +166,33 @@ class MirroredBackend(BaseBackend):
         if self._mirror is not None:
             self._mirror.update(records, what, drift)
 
+    def _marked(self, records: list[MemoryRecord]) -> None:
+        if self._mirror is not None:
+            self._mirror.update([r for r in records if r.id in self._mirror.row_of])
+
+    def nearest(self, what: NDArray[np.float32], n: int) -> list[Rows]:
+        """Per what-vector, its ``n`` nearest memories of the mirror: an exact scan (row
+        blocks bound the (block, N) matrix), or Chroma's index past ``scan_max``."""
+        mirror = self._mirror
+        if mirror is None or len(mirror) == 0 or n <= 0:
+            return [Rows.build([], np.zeros((0, what.shape[1]), np.float32),
+                               np.zeros((0, what.shape[1]), np.float32))
+                    for _ in range(len(what))]
+        if not self._scan(len(mirror)):
+            return super().nearest(what, n)
+        view = mirror.view()
+        out: list[Rows] = []
+        for lo in range(0, len(what), _LINK_BLOCK):
+            sims = what[lo:lo + _LINK_BLOCK] @ view.what.T
+            if sims.shape[1] > n:
+                cols = np.argpartition(-sims, n - 1, axis=1)[:, :n]
+            else:
+                cols = np.broadcast_to(np.arange(sims.shape[1]), sims.shape)
+            for row in range(len(cols)):
+                order = cols[row][np.argsort(-sims[row, cols[row]], kind="stable")]
+                out.append(view.take(order))
+        return out
+
     # ------------------------------------------------------------------ linking
     def _scan(self, n: int) -> bool:
         """Whether a mirror of ``n`` memories is scanned exactly (else HNSW candidates)."""

@@ -1,0 +1,164 @@
+"""Supersession on add: which older memories a batch of new ones replaces, and the marks.
+
+After a batch is stored, each new memory is compared with its nearest memories by what-cosine
+(``SupersessionConfig.candidates`` of them, from :meth:`Backend.nearest`; the batch's own
+earlier items are among them, since the batch is stored already). The offline detector
+(:func:`scrubjay.supersession.score_candidates`) judges each pair:
+
+* a candidate told before the new memory (or at the same time, earlier in the batch) is
+  superseded by the new one when the detector says so;
+* a candidate told *after* it (a memory added late, with an ``at`` in the past) supersedes the
+  new one under the same rule, the roles swapped, so the order of the adds does not matter;
+* a memory already superseded keeps its first replacement.
+
+With a chat model and ``SupersessionConfig.confirm``, every pair scoring at least the model's
+``llm_floor`` goes into ONE prompt for the whole batch, and the model's answers decide; when it
+fails, times out or answers badly, the offline decision (score at least ``threshold``) is kept.
+
+A superseded memory keeps its row: it gets ``superseded_by`` (the replacing memory's id) and
+``invalidated_at_s`` (the replacing memory's time), so it is stale with the reason
+"superseded" from then on, and an as-of search before then still sees it as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .config import ScrubJayConfig
+from .errors import LLMError
+from .llm import LLMClient
+from .mirror import Rows
+from .supersession import (
+    DEFAULT_MODEL,
+    Statement,
+    Supersession,
+    build_confirmation_prompt,
+    confirm_or_fallback,
+    score_candidates,
+)
+from .types import MemoryRecord
+
+__all__ = ["Mark", "supersede_batch"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Mark:
+    """``old`` is superseded by ``new``, for ``reason`` (the detector's, or the model's)."""
+
+    old: str
+    new: str
+    at_s: float
+    """The replacing memory's time: the old one's ``invalidated_at_s``."""
+    reason: str
+    score: float
+
+
+# a pair to judge: (the later memory, the earlier one)
+_Pair = tuple[Statement, Statement]
+
+
+def _statement(rec: MemoryRecord, what: NDArray[np.float32] | None) -> Statement:
+    return Statement(id=rec.id, text=rec.text, what=what, recorded_at_s=rec.created_at_s)
+
+
+def _pairs(records: Sequence[MemoryRecord], what: NDArray[np.float32],
+           nearest: Sequence[Rows]) -> list[_Pair]:
+    """The (later, earlier) pairs a batch asks about, each once."""
+    order = {r.id: i for i, r in enumerate(records)}
+    seen: set[tuple[str, str]] = set()
+    out: list[_Pair] = []
+    for i, (rec, rows) in enumerate(zip(records, nearest, strict=True)):
+        new = _statement(rec, what[i])
+        for j, cand in enumerate(rows.records):
+            if cand.id == rec.id:
+                continue
+            k = order.get(cand.id)
+            later_in_batch = k is not None and k > i
+            if cand.created_at_s < rec.created_at_s or (
+                    cand.created_at_s == rec.created_at_s and not later_in_batch):
+                pair = (new, _statement(cand, rows.what[j]))
+            elif k is None:  # a stored memory told after this one
+                pair = (_statement(cand, rows.what[j]), new)
+            else:
+                continue  # the later batch item asks about this pair itself
+            key = (pair[0].id, pair[1].id)
+            if key not in seen:
+                seen.add(key)
+                out.append(pair)
+    return out
+
+
+def _decide(pairs: list[_Pair], llm: LLMClient | None, config: ScrubJayConfig
+            ) -> list[tuple[_Pair, Supersession]]:
+    """The pairs that are supersessions, offline or confirmed by the chat model."""
+    model = DEFAULT_MODEL
+    floor = model.llm_floor if llm is not None and config.supersession.confirm \
+        else model.threshold
+    proposals: dict[str, list[tuple[Statement, Supersession, _Pair]]] = {}
+    news: dict[str, Statement] = {}
+    for pair in pairs:
+        new, old = pair
+        for hit in score_candidates(new, [old], model=model):
+            if hit.score >= floor:
+                proposals.setdefault(new.id, []).append((old, hit, pair))
+                news[new.id] = new
+    if not proposals:
+        return []
+    order = list(proposals)
+    if llm is None or not config.supersession.confirm:
+        return [(pair, hit) for nid in order for _, hit, pair in proposals[nid]]
+    batch = [(news[nid], [(old, hit) for old, hit, _ in proposals[nid]]) for nid in order]
+    reply: str | None
+    try:
+        reply = llm.complete(build_confirmation_prompt(batch))
+    except LLMError as err:
+        logger.debug("supersession confirmation failed, offline decision kept: %s", err)
+        reply = None
+    decisions, why = confirm_or_fallback(reply, batch, model=model)
+    if why is not None and reply is not None:
+        llm.note_parse_failure(LLMError(why))
+    out = []
+    for nid, kept in zip(order, decisions, strict=True):
+        by_old = {hit.old_id: hit for hit in kept}
+        out.extend((pair, by_old[old.id]) for old, _, pair in proposals[nid]
+                   if old.id in by_old)
+    return out
+
+
+def supersede_batch(records: Sequence[MemoryRecord], what: NDArray[np.float32],
+                    nearest: Sequence[Rows], known: dict[str, MemoryRecord],
+                    llm: LLMClient | None, config: ScrubJayConfig
+                    ) -> tuple[list[MemoryRecord], list[Mark]]:
+    """``(records to rewrite, marks)`` for a stored batch: each superseded memory with its
+    ``superseded_by`` and ``invalidated_at_s`` set (a memory already superseded, or replaced
+    twice, keeps its earliest replacement).
+
+    ``nearest`` holds each new record's nearest stored memories (:meth:`Backend.nearest`);
+    ``known`` maps ids to their current records (the batch and those rows).
+    """
+    decided = _decide(_pairs(records, what, nearest), llm, config)
+    best: dict[str, Mark] = {}
+    for (new, old), hit in decided:
+        mark = Mark(old=old.id, new=new.id, at_s=new.recorded_at_s, reason=hit.reason,
+                    score=hit.score)
+        prev = best.get(old.id)
+        if prev is None or (mark.at_s, mark.new) < (prev.at_s, prev.new):
+            best[old.id] = mark
+    changed: list[MemoryRecord] = []
+    marks: list[Mark] = []
+    for old_id in sorted(best):
+        rec = known.get(old_id)
+        mark = best[old_id]
+        if rec is None or (rec.superseded_by is not None and rec.invalidated_at_s is not None
+                           and rec.invalidated_at_s <= mark.at_s):
+            continue
+        changed.append(replace(rec, superseded_by=mark.new, invalidated_at_s=mark.at_s))
+        marks.append(mark)
+    return changed, marks
