@@ -381,8 +381,10 @@ class SupersessionConfig:
     """Supersession on add: a new memory that gives an older one's slot a new value marks the
     older one superseded (:mod:`scrubjay.superseding`, :mod:`scrubjay.supersession`)."""
 
-    enabled: bool = True
-    """Run the detector on every add (``integrate`` stores its news through the same add)."""
+    enabled: bool = False
+    """Run the detector on every add (``integrate`` stores its news through the same add).
+    Off by default for now: it still marks enumerations of one template ("note 3 about topic
+    3" after "note 9 about topic 9") as replacements of each other."""
     candidates: int = 10
     """Older memories judged per new memory: its nearest by what-cosine (chosen: the labelled
     pairs' replaced memory is among a new memory's 10 nearest in every scenario timeline of

@@ -124,7 +124,7 @@ def _decide(pairs: list[_Pair], llm: LLMClient | None, config: ScrubJayConfig
     decisions, why = confirm_or_fallback(reply, batch, model=model)
     if why is not None and reply is not None:
         llm.note_parse_failure(LLMError(why))
-    out = []
+    out: list[tuple[_Pair, Supersession]] = []
     for nid, kept in zip(order, decisions, strict=True):
         by_old = {hit.old_id: hit for hit in kept}
         out.extend((pair, by_old[old.id]) for old, _, pair in proposals[nid]

@@ -657,7 +657,7 @@ class BaseBackend:
     def nearest(self, what: NDArray[np.float32], n: int) -> list[Rows]:
         """Per what-vector, up to ``n`` stored memories nearest by what-cosine (Chroma's
         index, then one read of their rows)."""
-        if n <= 0 or len(what) == 0 or self.known_empty():
+        if n <= 0 or len(what) == 0:
             return [self._fetch_rows([], where=False) for _ in range(len(what))]
         found = self.store.query_many("what", what, n)
         ids = sorted({i for f in found for i in f})

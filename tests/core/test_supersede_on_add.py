@@ -1,0 +1,120 @@
+"""Supersession on every add: the older memory of a slot is marked, kept, and ranks below."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scrubjay import ScrubJayConfig, ScrubJayMemory, SupersessionConfig
+from scrubjay.testing import ScriptedLLM
+
+T0 = 1_700_000_000.0
+DAY = 86_400.0
+
+
+ON = ScrubJayConfig(supersession=SupersessionConfig(enabled=True))
+
+
+def _mem(path: Path, **kwargs: object) -> ScrubJayMemory:
+    kwargs.setdefault("config", ON)
+    return ScrubJayMemory(path=path, namespace="alice", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_paraphrased_job_change_supersedes_the_old_job(tmp_path: Path) -> None:
+    with _mem(tmp_path / "s") as mem:
+        old = mem.add("I work as a software engineer at Acme Corp", at=T0)
+        new = mem.add("I changed jobs, I now work at Globex as a data engineer", at=T0 + DAY)
+        got = mem.get(old.id)
+        assert got.superseded_by == new.id
+        assert got.invalidated_at_s == new.created_at_s
+        assert mem.get(new.id).superseded_by is None
+        hits = mem.search("where do I work?", k=2, at=T0 + 2 * DAY)
+        assert [h.id for h in hits] == [new.id, old.id]
+        assert hits[1].stale and hits[1].stale_reason == "superseded"
+        assert not hits[0].stale
+
+
+def test_the_mark_persists_and_the_old_memory_is_kept(tmp_path: Path) -> None:
+    with _mem(tmp_path / "s") as mem:
+        old = mem.add("I parked on level 2, spot B17", at=T0)
+        new = mem.add("I parked on level 3, spot D3", at=T0 + DAY)
+    with _mem(tmp_path / "s") as mem:
+        assert len(mem) == 2
+        assert mem.get(old.id).superseded_by == new.id
+        # before the new memory was told, the old one was current
+        before = mem.search("where did I park?", k=1, at=T0 + 60)
+        assert [h.id for h in before] == [old.id] and not before[0].stale
+
+
+def test_things_that_coexist_are_not_superseded(tmp_path: Path) -> None:
+    with _mem(tmp_path / "s") as mem:
+        tea = mem.add("I like tea", at=T0)
+        coffee = mem.add("I like coffee", at=T0 + DAY)
+        son = mem.add("My son is called Tom", at=T0 + 2 * DAY)
+        mem.add("My other son is called Ben", at=T0 + 3 * DAY)
+        assert all(mem.get(i).superseded_by is None for i in (tea.id, coffee.id, son.id))
+
+
+def test_within_a_batch_and_out_of_order(tmp_path: Path) -> None:
+    with _mem(tmp_path / "s") as mem:
+        recs = mem.add_many([
+            {"text": "The design review is in room 2.10", "at": T0, "id": "r1"},
+            {"text": "The design review moved to room 2.20", "at": T0 + 3600, "id": "r2"},
+        ])
+        assert mem.get("r1").superseded_by == "r2"
+        assert recs[0].superseded_by == "r2"  # add_many returns the records as they now are
+        # a memory told earlier but added later is superseded by the stored newer one
+        late = mem.add("I parked on level 4, spot A1", at=T0 + 10)
+        mem.add("I parked on level 1, spot C9", at=T0 + 20)
+        older = mem.add("I parked on level 6, spot E2", at=T0 + 5)
+        assert older.superseded_by == late.id
+        assert mem.get(late.id).superseded_by is not None
+
+
+def test_off_switch_and_paper_config(tmp_path: Path) -> None:
+    for i, config in enumerate((ScrubJayConfig(supersession=SupersessionConfig(enabled=False)),
+                                ScrubJayConfig.paper(), ScrubJayConfig())):
+        with _mem(tmp_path / f"s{i}", config=config) as mem:
+            old = mem.add("I parked on level 2, spot B17", at=T0)
+            mem.add("I parked on level 3, spot D3", at=T0 + DAY)
+            assert mem.get(old.id).superseded_by is None
+
+
+def _confirm(answer: bool) -> ScriptedLLM:
+    def reply(prompt: str) -> str:
+        if "NEW 0" not in prompt:  # annotation or classification: no usable answer
+            return "not json"
+        pairs = [line.split('"')[1] for line in prompt.splitlines()
+                 if line.strip().startswith("OLD ")]
+        return json.dumps({"decisions": [{"new": 0, "old": p, "supersedes": answer}
+                                         for p in pairs]})
+    return ScriptedLLM(reply)
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_chat_model_confirms_in_one_call(tmp_path: Path, answer: bool) -> None:
+    llm = _confirm(answer)
+    with _mem(tmp_path / "s", llm=llm) as mem:
+        old = mem.add("I parked on level 2, spot B17", at=T0)
+        n_before = len(llm.prompts)
+        mem.add("I parked on level 3, spot D3", at=T0 + DAY)
+        asks = [p for p in llm.prompts[n_before:] if "NEW 0" in p]
+        assert len(asks) == 1
+        assert (mem.get(old.id).superseded_by is not None) is answer
+
+
+def test_a_failing_chat_model_falls_back_to_the_offline_decision(tmp_path: Path) -> None:
+    llm = ScriptedLLM([RuntimeError("down")])
+    with _mem(tmp_path / "s", llm=llm) as mem:
+        old = mem.add("I parked on level 2, spot B17", at=T0)
+        new = mem.add("I parked on level 3, spot D3", at=T0 + DAY)
+        assert mem.get(old.id).superseded_by == new.id
+
+
+def test_invalid_config() -> None:
+    from scrubjay.errors import ScrubJayError
+
+    with pytest.raises(ScrubJayError):
+        SupersessionConfig(candidates=-1)
