@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from scrubjay import ScrubJayConfig, ScrubJayMemory, SupersessionConfig
 from scrubjay.testing import ScriptedLLM
 
