@@ -12,7 +12,7 @@ EXPECTED = {
     "ScrubJayMemory", "MemoryRecord", "Hit", "IntegrationReport", "Deltas", "Perishability",
     "Embedder", "ScrubJayConfig", "FusionConfig", "ClassifierConfig", "KeywordRule",
     "DecayConfig", "WeightConfig", "GraphConfig", "RCIConfig", "BufferConfig",
-    "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "ScrubJayError",
+    "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "SupersessionConfig", "ScrubJayError",
     "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
     "MemoryNotFoundError", "EmbeddingError", "FilterError", "LLMError", "StoreError",
     "StoreLockedError", "TimeWindowError", "NamespaceNotFoundError",
