@@ -101,14 +101,19 @@ def _decide(pairs: list[_Pair], llm: LLMClient | None, config: ScrubJayConfig
     model = DEFAULT_MODEL
     floor = model.llm_floor if llm is not None and config.supersession.confirm \
         else model.threshold
-    proposals: dict[str, list[tuple[Statement, Supersession, _Pair]]] = {}
+    # one score_candidates per new memory: it reads the new memory's claim once
+    olds: dict[str, dict[str, Statement]] = {}
     news: dict[str, Statement] = {}
-    for pair in pairs:
-        new, old = pair
-        for hit in score_candidates(new, [old], model=model):
+    for new, old in pairs:
+        news[new.id] = new
+        olds.setdefault(new.id, {})[old.id] = old
+    proposals: dict[str, list[tuple[Statement, Supersession, _Pair]]] = {}
+    for nid, by_id in olds.items():
+        new = news[nid]
+        for hit in score_candidates(new, list(by_id.values()), model=model):
             if hit.score >= floor:
-                proposals.setdefault(new.id, []).append((old, hit, pair))
-                news[new.id] = new
+                old = by_id[hit.old_id]
+                proposals.setdefault(nid, []).append((old, hit, (new, old)))
     if not proposals:
         return []
     order = list(proposals)

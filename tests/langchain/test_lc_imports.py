@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import langchain_scrubjay
 
 EXPECTED = ["ScrubJayRetriever", "ScrubJayStore", "ScrubJaySearchItem", "ScrubJayChatMemory",
@@ -26,10 +28,15 @@ def test_import_loads_no_optional_framework() -> None:
     assert out.stdout.strip() == "[]"
 
 
-def test_retriever_import_does_not_load_llama_index_or_classic() -> None:
-    code = ("import sys; from langchain_scrubjay import ScrubJayRetriever, ScrubJayStore; "
+@pytest.mark.parametrize(("names", "forbidden"), [
+    ("ScrubJayRetriever, ScrubJayStore", "{'llama_index', 'langchain_classic'}"),
+    ("ScrubJayKVStore", "{'langgraph', 'langchain_classic', 'llama_index'}"),
+])
+def test_retriever_import_does_not_load_llama_index_or_classic(names: str,
+                                                               forbidden: str) -> None:
+    code = (f"import sys; from langchain_scrubjay import {names}; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'llama_index', 'langchain_classic'}))")
+            f"{forbidden}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
