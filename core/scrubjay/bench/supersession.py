@@ -75,11 +75,12 @@ __all__ = [
 ]
 
 LABELS = ("supersedes", "coexists", "unrelated")
-TEST_SLOTS = frozenset({"bank account", "car service", "grocery delivery", "medication",
-                        "mobile plan", "project team", "school pickup", "wedding venue"})
-"""The held-out slots, none of them a slot of the lexicon. Two earlier test splits were used up
-while the rules were written and are now training slots (see docs/supersession.md); these
-were written before the last change to the rules and are scored only by this command."""
+TEST_SLOTS = frozenset({"bedtime", "bin collection", "body weight", "energy supplier",
+                        "hairdresser", "holiday trip", "house cleaner", "language course",
+                        "spare key", "streaming subscription"})
+"""The held-out slots, none of them a slot of the lexicon, written before the rules and
+constants they score were last changed. Earlier test splits whose errors were looked at are
+training slots now (see docs/supersession.md)."""
 CV_FOLDS = 5
 POOL_K = 5
 """Hard negatives per new memory (chosen: a top-5 candidate list is the least a caller would
