@@ -381,10 +381,13 @@ class SupersessionConfig:
     """Supersession on add: a new memory that gives an older one's slot a new value marks the
     older one superseded (:mod:`scrubjay.superseding`, :mod:`scrubjay.supersession`)."""
 
-    enabled: bool = False
-    """Run the detector on every add (``integrate`` stores its news through the same add).
-    Off by default for now: it still marks enumerations of one template ("note 3 about topic
-    3" after "note 9 about topic 9") as replacements of each other."""
+    enabled: bool = True
+    """Run the detector on every add (``integrate`` stores its news through the same add)."""
+    detector: str = "rules"
+    """``"rules"``: :data:`scrubjay.supersession.DEFAULT_MODEL` (the slot lexicon, gates and
+    a six-feature score); ``"learned"``: :func:`scrubjay.update_model.default_update_model`
+    (slot-independent features; more precise on unseen slots, fewer updates caught). Their
+    figures: docs/supersession.md."""
     candidates: int = 10
     """Older memories judged per new memory: its nearest by what-cosine (chosen: the labelled
     pairs' replaced memory is among a new memory's 10 nearest in every scenario timeline of
@@ -397,6 +400,8 @@ class SupersessionConfig:
         _check(isinstance(self.candidates, int) and not isinstance(self.candidates, bool)
                and 0 <= self.candidates <= 1000, "SupersessionConfig", "candidates",
                "an int in [0, 1000]", self.candidates)
+        _check(self.detector in ("rules", "learned"), "SupersessionConfig", "detector",
+               "'rules' or 'learned'", self.detector)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

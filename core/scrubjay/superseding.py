@@ -37,11 +37,13 @@ from .supersession import (
     DEFAULT_MODEL,
     Statement,
     Supersession,
+    SupersessionModel,
     build_confirmation_prompt,
     confirm_or_fallback,
     score_candidates,
 )
 from .types import MemoryRecord
+from .update_model import UpdateModel, default_update_model
 
 __all__ = ["Mark", "supersede_batch"]
 
@@ -98,7 +100,8 @@ def _pairs(records: Sequence[MemoryRecord], what: NDArray[np.float32],
 def _decide(pairs: list[_Pair], llm: LLMClient | None, config: ScrubJayConfig
             ) -> list[tuple[_Pair, Supersession]]:
     """The pairs that are supersessions, offline or confirmed by the chat model."""
-    model = DEFAULT_MODEL
+    model: SupersessionModel | UpdateModel = default_update_model() \
+        if config.supersession.detector == "learned" else DEFAULT_MODEL
     floor = model.llm_floor if llm is not None and config.supersession.confirm \
         else model.threshold
     # one score_candidates per new memory: it reads the new memory's claim once

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scrubjay import ScrubJayConfig, ScrubJayMemory, SupersessionConfig
+from scrubjay.supersession import DEFAULT_MODEL, Statement, detect_supersessions
 from scrubjay.testing import ScriptedLLM
+from scrubjay.update_model import default_update_model
 
 T0 = 1_700_000_000.0
 DAY = 86_400.0
@@ -72,13 +75,49 @@ def test_within_a_batch_and_out_of_order(tmp_path: Path) -> None:
         assert mem.get(late.id).superseded_by is not None
 
 
-def test_off_switch_and_paper_config(tmp_path: Path) -> None:
-    for i, config in enumerate((ScrubJayConfig(supersession=SupersessionConfig(enabled=False)),
-                                ScrubJayConfig.paper(), ScrubJayConfig())):
+def test_on_by_default_off_switch_and_paper_config(tmp_path: Path) -> None:
+    for i, (config, on) in enumerate((
+            (ScrubJayConfig(), True),
+            (ScrubJayConfig(supersession=SupersessionConfig(detector="learned")), True),
+            (ScrubJayConfig(supersession=SupersessionConfig(enabled=False)), False),
+            (ScrubJayConfig.paper(), False))):
         with _mem(tmp_path / f"s{i}", config=config) as mem:
-            old = mem.add("I parked on level 2, spot B17", at=T0)
-            mem.add("I parked on level 3, spot D3", at=T0 + DAY)
-            assert mem.get(old.id).superseded_by is None
+            old = mem.add("The meeting is in room 1.14", at=T0)
+            new = mem.add("the meeting moved to room 2.20", at=T0 + DAY)
+            assert mem.get(old.id).superseded_by == (new.id if on else None)
+
+
+def test_enumerations_of_one_template_are_not_replacements(tmp_path: Path) -> None:
+    with _mem(tmp_path / "s") as mem:
+        mem.add_many([{"text": f"a note {i} about topic {i % 4} and the project",
+                       "at": T0 + i * 600.0, "id": f"a{i}"} for i in range(10)])
+        assert all(r.superseded_by is None for r in mem)
+        assert mem.search("note 3 about topic 3", k=1)[0].id == "a3"
+
+
+ECHO = ("user: I am parked on level 3 right now\nassistant: user: I am parked on level 3 "
+        "right now\nassistant: \nuser: My sister lives in Oslo\nassistant:")
+
+
+@pytest.mark.parametrize(("old", "new", "replaces"), [
+    # numbers after a word that numbers things name another thing, even in a slot's sentence
+    ("My meeting is in room 4 on day 1", "My meeting is in room 4 on day 2", False),
+    # a text quoting another (a chat turn echoed with its role) restates it
+    ("I am parked on level 3 right now", ECHO, False),
+    # while a new value, or an update cue, still replaces
+    ("I parked on level 2", "I parked on level 3", True),
+    ("I am parked on level 3 right now", "I moved the car, I am parked on level 5 now", True),
+])
+@pytest.mark.parametrize("detector", ["rules", "learned"])
+def test_numbered_things_and_restatements_are_not_replacements(old: str, new: str,
+                                                               replaces: bool,
+                                                               detector: str) -> None:
+    model = DEFAULT_MODEL if detector == "rules" else default_update_model()
+    v = np.ones(8, np.float32)  # the worst case: the embedder calls them identical
+    hits = detect_supersessions(Statement(id="n", text=new, what=v, recorded_at_s=2.0),
+                                [Statement(id="o", text=old, what=v, recorded_at_s=1.0)],
+                                model=model)
+    assert bool(hits) is replaces
 
 
 def _confirm(answer: bool) -> ScriptedLLM:

@@ -28,6 +28,7 @@ from scrubjay.supersession import (
     parse_confirmation,
     score_candidates,
 )
+from scrubjay.update_model import default_update_model, subject_swap
 
 
 @cache
@@ -237,15 +238,38 @@ def test_cross_validation_on_pairs_meets_the_targets(report) -> None:
 
 
 def test_held_out_figures_do_not_drift(report) -> None:
-    # the figures docs/supersession.md reports, on 90 test pairs (42 positive) and 330 pool
-    # negatives
+    # the figures docs/supersession.md reports, on 120 test pairs (50 positive) and 450 pool
+    # negatives of 10 slots written after the rules
     default, pool = report["protocols"]["pairs"], report["protocols"]["pool"]
-    assert default["test_pairs"]["n"] == 90 and default["test_pairs"]["positives"] == 42
-    assert default["test_pairs"]["precision"] >= 0.94 and default["test_pairs"]["recall"] >= 0.76
-    assert default["test_pool"]["precision"] >= 0.78 and default["test_pool"]["recall"] >= 0.76
-    assert pool["test_pool"]["precision"] >= 0.99 and pool["test_pool"]["recall"] >= 0.59
+    learned = report["protocols"]["learned"]
+    assert default["test_pairs"]["n"] == 120 and default["test_pairs"]["positives"] == 50
+    assert default["test_pairs"]["precision"] >= 0.80 and default["test_pairs"]["recall"] >= 0.60
+    assert default["test_pool"]["precision"] >= 0.73 and default["test_pool"]["recall"] >= 0.60
+    assert pool["test_pool"]["precision"] >= 0.99 and pool["test_pool"]["recall"] >= 0.32
+    assert learned["test_pool"]["precision"] >= 0.96 and learned["test_pool"]["recall"] >= 0.54
     cosine = report["test_cosine_baseline"]["pool"]
     assert default["test_pool"]["precision"] > cosine["precision"]
+
+
+def test_cross_validation_reproduces_the_shipped_learned_model(report) -> None:
+    fitted, shipped = report["protocols"]["learned"]["fitted_model"], default_update_model()
+    assert fitted["threshold"] == shipped.threshold
+    assert fitted["bias"] == pytest.approx(shipped.bias, abs=2e-3)
+    np.testing.assert_allclose(fitted["weights"], shipped.weights, atol=2e-3)
+    assert report["protocols"]["learned"]["cv"]["cv_precision"] >= bench.UPDATE_PRECISION_FLOOR
+
+
+def test_a_swap_inside_the_subject_names_another_thing() -> None:
+    assert subject_swap("a note 3 about topic 3", "a note 7 about topic 3")
+    assert subject_swap("The 8:15 to Leeds leaves from platform 4",
+                        "The 8:20 to York leaves from platform 6")
+    assert not subject_swap("I parked on level 2, spot B17", "I parked on level 3, spot D3")
+    assert not subject_swap("I work as a software engineer at Acme Corp",
+                            "I changed jobs, I now work at Globex as a data engineer")
+    for model in (DEFAULT_MODEL, default_update_model()):
+        assert not detect_supersessions(_stmt("new", "a note 7 about topic 3", 1.0),
+                                        [_stmt("old", "a note 3 about topic 3", 0.0)],
+                                        model=model)
 
 
 def test_bench_command_writes_the_report(tmp_path) -> None:
@@ -258,7 +282,7 @@ def test_bench_command_writes_the_report(tmp_path) -> None:
     text = (tmp_path / "supersession.md").read_text()
     assert "DEFAULT_MODEL (pairs)" in text and "POOL_MODEL (pairs + pool)" in text
     res = json.loads((tmp_path / "supersession.json").read_text())
-    assert res["protocols"]["pairs"]["test_pairs"]["precision"] >= 0.94
+    assert res["protocols"]["pairs"]["test_pairs"]["precision"] >= 0.80
 
 
 def test_the_pool_model_flags_a_subset_of_the_default_on_the_readme_cases() -> None:

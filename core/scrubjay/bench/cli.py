@@ -41,7 +41,7 @@ __all__ = ["add_bench_parser", "cmd_bench", "make_chat_model"]
 BENCHMARKS = ("tgt", "locomo", "factconsolidation", "scenario", "asof", "all", "perf",
               "supersession", "windows")
 
-OWN_SYSTEMS = {"scenario": ("SJ-add", "SJ-integrate"), "asof": ("SJ-add", "SJ-integrate",
+OWN_SYSTEMS = {"scenario": ("SJ-add", "SJ-integrate", "SJ-add-learned", "SJ-add-nosup"), "asof": ("SJ-add", "SJ-integrate",
                                                                 "B3-dense-asof")}
 """Systems only the scenario and as-of benchmarks know."""
 

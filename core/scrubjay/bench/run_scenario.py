@@ -23,7 +23,9 @@ the question's slot, current or not) and outdated-first (an outdated memory is f
 Systems: ``SJ-add`` (:class:`~scrubjay.ScrubJayMemory` through its public API: ``add_many`` with
 ``at`` = the memory's time, ``search`` with ``at`` = the question's time), ``SJ-integrate`` (the
 same, with ``integrate()`` instead of the add for the memories that update a slot, i.e. those
-with a non-empty ``supersedes``: what a caller who knows "this is an update" would do) and the
+with a non-empty ``supersedes``: what a caller who knows "this is an update" would do), two
+ablations of the add (``SJ-add-learned``: ``SupersessionConfig(detector="learned")``;
+``SJ-add-nosup``: supersession on add off) and the
 baselines of :mod:`scrubjay.bench.systems` (default: ``B3-dense``, ``B2-bm25``,
 ``B5-dense-recency``).
 """
@@ -54,7 +56,7 @@ TOP_K = 3
 SCENARIO_NAMES = ("personal", "work", "trip")
 """The shipped timelines, in report order."""
 
-SJ_MODES = ("SJ-add", "SJ-integrate")
+SJ_MODES = ("SJ-add", "SJ-integrate", "SJ-add-learned", "SJ-add-nosup")
 """ScrubJay-MEM with plain adds, and with ``integrate()`` for the memories that update a slot."""
 
 DEFAULT_SCENARIO_SYSTEMS = (*SJ_MODES, "B3-dense", "B2-bm25", "B5-dense-recency")
@@ -353,7 +355,12 @@ def _answers(name: str, timeline: Timeline, embedder: Any) -> list[list[tuple[st
     """Run one system along one timeline: each question's top ``TOP_K`` (id, stale flag)."""
     out: list[list[tuple[str, bool]]] = []
     if name in SJ_MODES:
-        sj = ScrubJayTimelineSystem(embedder=embedder)
+        from scrubjay import ScrubJayConfig, SupersessionConfig
+
+        sup = {"SJ-add-learned": SupersessionConfig(detector="learned"),
+               "SJ-add-nosup": SupersessionConfig(enabled=False)}.get(name)
+        sj = ScrubJayTimelineSystem(
+            embedder=embedder, config=ScrubJayConfig(supersession=sup) if sup else None)
         try:
             for e in timeline.events:
                 if isinstance(e, ScenarioMemory):

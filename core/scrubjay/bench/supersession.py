@@ -53,6 +53,13 @@ from scrubjay.supersession import (
     pair_features,
     parse_claim,
 )
+from scrubjay.update_model import (
+    BASE_FEATURES,
+    UpdateModel,
+    default_update_model,
+    expand,
+    update_features,
+)
 
 __all__ = [
     "CV_FOLDS",
@@ -268,8 +275,67 @@ def choose_model(train: Sequence[Pair], embedder: Any) -> tuple[SupersessionMode
                    "slots": sorted({p.slot for p in train})}
 
 
+UPDATE_RIDGE_GRID = (0.1, 0.3, 1.0, 3.0)
+"""Ridge strengths tried for the learned model (:mod:`scrubjay.update_model`)."""
+UPDATE_THRESHOLD_GRID = tuple(round(0.05 * i, 2) for i in range(4, 20))
+UPDATE_PRECISION_FLOOR = 0.95
+"""The learned model's threshold: highest out-of-fold recall with at least this precision."""
+
+
+def update_matrix(pairs: Sequence[Pair], embedder: Any) -> NDArray[np.float64]:
+    """The :data:`~scrubjay.update_model.BASE_FEATURES` of every pair, one row each."""
+    texts = sorted({t for p in pairs for t in (p.old, p.new)})
+    vecs = dict(zip(texts, np.asarray(embedder.embed(texts), dtype=np.float64)))
+    claims = {t: parse_claim(t) for t in texts}
+    return np.array([update_features(p.old, p.new, float(vecs[p.old] @ vecs[p.new]),
+                                     claims[p.old], claims[p.new]) for p in pairs],
+                    dtype=np.float64).reshape(len(pairs), len(BASE_FEATURES))
+
+
+def _fit_update(x: NDArray[np.float64], y: NDArray[np.bool_], ridge: float) -> tuple[
+        NDArray[np.float64], float]:
+    return _newton(expand(x), y.astype(np.float64), ridge)
+
+
+def _update_scores(x: NDArray[np.float64], w: NDArray[np.float64], b: float) -> NDArray[
+        np.float64]:
+    return 1.0 / (1.0 + np.exp(-np.clip(expand(x) @ w + b, -500, 500)))
+
+
+def choose_update_model(train: Sequence[Pair], embedder: Any) -> tuple[UpdateModel,
+                                                                       dict[str, Any]]:
+    """The learned model on ``train`` (pass the pairs with their pool): ridge and threshold by
+    grouped k-fold CV (highest out-of-fold recall with precision >= the floor), then a refit
+    on all of ``train``."""
+    x = update_matrix(train, embedder)
+    y = np.array([p.positive for p in train], dtype=bool)
+    fold = np.array(_folds([p.slot for p in train], CV_FOLDS))
+    best: tuple[float, float, float, float] | None = None
+    for ridge in UPDATE_RIDGE_GRID:
+        oof = np.zeros(len(train))
+        for f in range(CV_FOLDS):
+            tr, te = fold != f, fold == f
+            w, b = _fit_update(x[tr], y[tr], ridge)
+            oof[te] = _update_scores(x[te], w, b)
+        for t in UPDATE_THRESHOLD_GRID:
+            prec, rec = _pr(oof >= t, y)
+            if prec >= UPDATE_PRECISION_FLOOR:
+                cand = (rec, prec, ridge, t)
+                if best is None or cand >= best:
+                    best = cand
+    if best is None:  # pragma: no cover - no threshold reaches the floor: the strictest one
+        best = (0.0, 0.0, UPDATE_RIDGE_GRID[-1], UPDATE_THRESHOLD_GRID[-1])
+    recall, precision, ridge, threshold = best
+    w, b = _fit_update(x, y, ridge)
+    model = UpdateModel(weights=tuple(round(float(v), 4) for v in w), bias=round(b, 4),
+                        threshold=threshold)
+    return model, {"folds": CV_FOLDS, "ridge": ridge, "threshold": threshold,
+                   "cv_precision": precision, "cv_recall": recall, "n": len(train),
+                   "positives": int(y.sum())}
+
+
 def evaluate(pairs: Sequence[Pair], embedder: Any,
-             model: SupersessionModel = DEFAULT_MODEL) -> dict[str, Any]:
+             model: SupersessionModel | UpdateModel = DEFAULT_MODEL) -> dict[str, Any]:
     """Precision and recall of :func:`detect_supersessions` on ``pairs`` (each pair as one new
     memory with one older candidate), per slot and per label, and the errors."""
     texts = sorted({t for p in pairs for t in (p.old, p.new)})
@@ -311,7 +377,8 @@ def _cosine_baseline(pairs: Sequence[Pair], embedder: Any, theta: float = 0.5) -
 
 
 def factconsolidation_check(data_dir: str | Path, embedder: Any,
-                            model: SupersessionModel = DEFAULT_MODEL) -> dict[str, Any]:
+                            model: SupersessionModel | UpdateModel = DEFAULT_MODEL
+                            ) -> dict[str, Any]:
     """On FactConsolidation (a check only, never fitted on): of its ``has_pair`` questions, the
     share whose old fact the new fact supersedes, and the share of the 5 most similar other
     older facts it flags (those are mostly about other slots)."""
@@ -363,6 +430,15 @@ def run_supersession(*, embedder: Any = "wordllama", data_dir: str | Path | None
             "test_pairs": evaluate(test, emb, shipped),
             "test_pool": evaluate(test_pool, emb, shipped),
         }
+    learned, learned_cv = choose_update_model(train_pool, emb)
+    shipped_learned = default_update_model()
+    protocols["learned"] = {
+        "cv": learned_cv,
+        "fitted_model": json.loads(learned.to_json()),
+        "shipped_model": json.loads(shipped_learned.to_json()),
+        "test_pairs": evaluate(test, emb, shipped_learned),
+        "test_pool": evaluate(test_pool, emb, shipped_learned),
+    }
     res: dict[str, Any] = {
         "embedder": emb.name, "n_pairs": len(pairs),
         "n_slots": len({p.slot for p in pairs}),
@@ -374,7 +450,8 @@ def run_supersession(*, embedder: Any = "wordllama", data_dir: str | Path | None
                                  "pool": _cosine_baseline(test_pool, emb)},
     }
     if data_dir is not None:
-        res["factconsolidation"] = factconsolidation_check(data_dir, emb)
+        res["factconsolidation_rules"] = factconsolidation_check(data_dir, emb)
+        res["factconsolidation"] = factconsolidation_check(data_dir, emb, shipped_learned)
     return res
 
 
@@ -399,7 +476,9 @@ def supersession_markdown(res: dict[str, Any]) -> str:
          "| test pool P | test pool R |"),
         "|---|---|---|---|---|---|---|",
     ]
-    for name, label in (("pairs", "DEFAULT_MODEL (pairs)"), ("pool", "POOL_MODEL (pairs + pool)")):
+    for name, label in (("pairs", "rules DEFAULT_MODEL (pairs), the default"),
+                        ("learned", "learned UpdateModel (pairs + pool)"),
+                        ("pool", "rules POOL_MODEL (pairs + pool)")):
         pr = res["protocols"][name]
         cv, tp, tq = pr["cv"], pr["test_pairs"], pr["test_pool"]
         lines.append(f"| {label} | {_f(cv['cv_precision'])} | {_f(cv['cv_recall'])} | "
@@ -417,21 +496,26 @@ def supersession_markdown(res: dict[str, Any]) -> str:
         lines += [(f"Fitted on {name}: ridge {cv['ridge']}, threshold {cv['threshold']}; "
                    f"weights {weights}, bias {pr['fitted_model']['bias']:+.3f}. Test pool "
                    f"flagged by label: {flagged}."), ""]
-    test = res["protocols"]["pairs"]["test_pairs"]
-    lines += ["Test pairs, DEFAULT_MODEL, per slot:", "",
+    lc = res["protocols"]["learned"]["cv"]
+    lines += [(f"Learned model: ridge {lc['ridge']}, threshold {lc['threshold']} (grouped "
+               f"{lc['folds']}-fold CV on {lc['n']} training pairs with their pool)."), ""]
+    test = res["protocols"]["learned"]["test_pairs"]
+    lines += ["Test pairs, learned model, per slot:", "",
               "| test slot | pairs | precision | recall |", "|---|---|---|---|"]
     for slot, r in test["per_slot"].items():
         lines.append(f"| {slot} | {r['n']} | {_f(r['precision'])} | {_f(r['recall'])} |")
     if test["errors"]:
-        lines += ["", "Test pair errors, DEFAULT_MODEL:", ""]
+        lines += ["", "Test pair errors, learned model:", ""]
         lines += [f"- [{e['slot']}, {e['label']}] {e['old']!r} -> {e['new']!r}"
                   for e in test["errors"]]
-    fc = res.get("factconsolidation")
-    if fc:
-        lines += ["", (f"FactConsolidation check (DEFAULT_MODEL, not fitted on): "
-                       f"{fc['caught']} of {fc['pairs']} (old, new) fact pairs caught (recall "
-                       f"{_f(fc['recall'])}); {fc['near_others_flagged']} of the "
-                       f"{fc['near_others']} most similar other older facts flagged.")]
+    for key, name in (("factconsolidation", "learned model"),
+                      ("factconsolidation_rules", "rules DEFAULT_MODEL")):
+        fc = res.get(key)
+        if fc:
+            lines += ["", (f"FactConsolidation check ({name}, not fitted on): "
+                           f"{fc['caught']} of {fc['pairs']} (old, new) fact pairs caught "
+                           f"(recall {_f(fc['recall'])}); {fc['near_others_flagged']} of the "
+                           f"{fc['near_others']} most similar other older facts flagged.")]
     return "\n".join(lines) + "\n"
 
 
