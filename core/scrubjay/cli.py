@@ -88,6 +88,7 @@ def _clip(text: str, n: int = 60) -> str:
 
 def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
     """A scripted week: remember, search at each day's end, then RCI and consolidation."""
+    from .explain import marker, staleness_in
     from .memory import ScrubJayMemory
     from .testing import WEEK_OF_MEMORIES, FrozenClock
 
@@ -146,6 +147,24 @@ def cmd_demo(args: argparse.Namespace, out: TextIO) -> int:
             prev = f"(before RCI {was.score:5.3f})" if was else "(new memory)       "
             out.write(f"   {h.score:5.3f} {prev}  {'STALE' if h.stale else 'valid'}  "
                       f"{_clip(h.text, 56)}\n")
+        clock.set(start + 4 * 86_400 + 20 * 3600)
+        news = "The user switched careers and is now a project manager at Arup"
+        job = mem.add(news, context="getting to know the user")
+        question = "What is the user's job?"
+        out.write(f"\n== Friday 20:00: remember {news!r} (a plain add) ==\n"
+                  f"Q: {question}  (score = relevance x time factor)\n")
+        ranked = mem.search(question, k=len(mem))
+        for rank, h in enumerate(ranked, start=1):
+            if rank > 2 and h.record.superseded_by != job.id:
+                continue
+            if rank > 2:
+                out.write(f"   ... the memory it replaced, at rank {rank}:\n")
+            out.write(f"   {h.score:5.3f} = {h.score / h.time_factor:5.3f} x "
+                      f"{h.time_factor:4.2f}  {'STALE' if h.stale else 'valid'}  "
+                      f"{_clip(h.text, 56)}\n")
+            st = staleness_in(mem, h, clock())
+            if st is not None:
+                out.write(f"          {marker(st)}\n")
         total = len(mem)
         removed = mem.consolidate(at=start + 60 * 86_400)
         out.write(f"\nConsolidation two months later removes {len(removed)} of {total} "

@@ -188,8 +188,8 @@ def test_runner_scores_a_tiny_timeline_with_a_known_answer() -> None:
 
 def test_runner_quick_on_the_shipped_timelines_reports_every_metric() -> None:
     res = run_scenario(embedder=HashEmbedder(dim=64), quick=True, progress=False)
-    assert set(res["systems"]) == {"SJ-add", "SJ-integrate", "B3-dense", "B2-bm25",
-                                   "B5-dense-recency"}
+    assert set(res["systems"]) == {"SJ-add", "SJ-integrate", "SJ-add-learned", "SJ-add-nosup",
+                                   "B3-dense", "B2-bm25", "B5-dense-recency"}
     assert all(t["n_questions"] == QUICK_QUESTIONS for t in res["timelines"].values())
     for name, r in res["systems"].items():
         o = r["overall"]

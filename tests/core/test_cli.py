@@ -16,6 +16,11 @@ def test_demo_runs_offline_and_shows_staleness_and_rci(tmp_path) -> None:
     text = out.getvalue()
     assert "wordllama" in text and "STALE" in text and "valid" in text
     assert "RCI" in text and "LLM calls: 0" in text
+    # a plain add of a job change: the new job first, the old one ranked below and marked
+    job = text[text.index("What is the user's job?"):]
+    first, old = job.index("now a project manager"), job.index("structural engineer")
+    assert first < old and "STALE  The user is a structural engineer" in job
+    assert "superseded by: The user switched careers" in job[old:]
     m = re.search(r"removes (\d+) of (\d+) memories", text)
     assert m and 0 < int(m.group(1)) < int(m.group(2))
     # the demo's store persists when --path is given, and inspect reads it

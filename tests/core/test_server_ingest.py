@@ -13,7 +13,7 @@ import chromadb
 import numpy as np
 import pytest
 from scrubjay import ScrubJayConfig, ScrubJayMemory
-from scrubjay.config import GraphConfig, LLMConfig
+from scrubjay.config import GraphConfig, LLMConfig, SupersessionConfig
 from scrubjay.embedding import CallableEmbedder
 from scrubjay.graph import temporal_horizon_s
 
@@ -58,8 +58,11 @@ def _memory(chroma_server: tuple[str, int], lut: dict[str, np.ndarray],
             max_neighbors: int = 16) -> ScrubJayMemory:
     host, port = chroma_server
     emb = CallableEmbedder(lambda ts: np.stack([lut[t] for t in ts]), name="callable:srv-ingest")
+    # the requests counted here are the linking's; supersession on add reads its own
+    # candidates (one query and one read per batch, tests/core/test_supersede_on_add.py)
     cfg = ScrubJayConfig(llm=LLMConfig(annotate=False),
-                         graph=GraphConfig(max_neighbors=max_neighbors))
+                         graph=GraphConfig(max_neighbors=max_neighbors),
+                         supersession=SupersessionConfig(enabled=False))
     return ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
                           namespace=f"ingest-{uuid.uuid4().hex[:8]}", embedder=emb, config=cfg,
                           clock=lambda: T0 + 10 * 3600.0)
