@@ -144,8 +144,8 @@ DEFAULT_MODEL = SupersessionModel(
 #: much more precise among many candidates, much lower recall (it misses the Acme/Globex pair,
 #: whose cosine is 0.34). See docs/supersession.md.
 POOL_MODEL = SupersessionModel(
-    weights=(2.13, 3.457, 7.898, 1.43, 0.605, 2.225),
-    bias=-7.284,
+    weights=(2.094, 3.361, 7.899, 1.45, 0.636, 2.197),
+    bias=-7.25,
     threshold=0.85,
 )
 
@@ -294,6 +294,8 @@ _ADJ = _wordset("""
 new current old usual favourite favorite main regular weekly daily monthly next previous
 latest first other little older younger big small temporary permanent actual proper real
 """)
+_HEAD_ADVERBS = _wordset("currently newly recently now still")
+"""Adverbs that may open a subject's noun phrase ("Kenji's currently open file")."""
 _VERBS = _wordset("""
 is are was were has have had moved changed leaves leave starts start begins ends departs lands
 arrives arrive got lives live works work meets opens closes goes runs takes costs sits shifted
@@ -484,11 +486,18 @@ def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_pers
         start = j
         while j < n and len(nouns) < 4:
             w = lows[j]
+            if not nouns and (w in _ADJ or w in _HEAD_ADVERBS) and j + 1 < n:
+                idx.add(j)  # "current work spot", "currently open file": the head starts
+                # after its adjectives
+                j += 1
+                start = j
+                continue
             if _value_type(w, w) is not None and j == start:  # "the 8:15 to Leeds"
                 quals.add(w)
             elif w in _STOP or (w in _VERBS and j > start) or _value_type(w, w) is not None \
                     or w in _AGENT_VERBS \
-                    or _UPDATE_RE.fullmatch(w) or (w.endswith("ed") and j > start) \
+                    or (_UPDATE_RE.fullmatch(w) and w not in _ADJ) \
+                    or (w.endswith("ed") and j > start) \
                     or (w in _TEMPORAL and not w.endswith("'s")):
                 break
             elif w.endswith("s") and not w.endswith("ss") and j > start and j + 1 < n and (
@@ -863,6 +872,37 @@ def _cosine(a: Statement, b: Statement) -> float:
     return float(va @ vb / (na * nb))
 
 
+_SPEAKER = re.compile(r"^\s*([A-Z][\w'’-]*(?: [A-Z][\w'’-]*){0,2}):\s")
+
+
+def _speaker(text: str) -> str | None:
+    """The speaker a transcript line starts with ("Melanie: I ..."), case-folded, else None.
+
+    >>> _speaker("Melanie: I painted a lake"), _speaker("I parked on level 3: spot D3")
+    ('melanie', None)
+    """
+    m = _SPEAKER.match(text)
+    return m.group(1).strip().casefold() if m else None
+
+
+_SENTENCE_END = re.compile(r"[.!?]+[\"'”’)]*\s+(?=[A-Z\"'“‘(])")
+
+
+def _sentences(text: str) -> int:
+    """Sentences in a memory (ends ``. ! ?`` followed by a capitalised word); "2.20", "Dr."
+    before a lower-case word and "3 p.m." are no ends.
+
+    >>> _sentences("I moved to room 2.20."), _sentences("Thanks! I painted a lake. Nice?")
+    (1, 3)
+    """
+    return 1 + len(_SENTENCE_END.findall(text.strip()))
+
+
+def _asks(text: str) -> bool:
+    """Whether a memory ends with a question ("Cool! What type of music do you play?")."""
+    return text.rstrip().rstrip("\"'”’)").endswith("?")
+
+
 def score_candidates(new: Statement, candidates: Sequence[Statement], *,
                      model: SupersessionModel | UpdateModel = DEFAULT_MODEL,
                      ) -> tuple[Supersession, ...]:
@@ -879,7 +919,10 @@ def score_candidates(new: Statement, candidates: Sequence[Statement], *,
     word that numbers things ("note 3", "day 5"): two things, not two values. They
     also skip a pair where one text holds the other's words in a row ("I am parked on level 3" /
     "user: I am parked on level 3 right now"), a restatement, unless the new one has an update
-    cue the old one lacks. The
+    cue the old one lacks. A new memory that is a question supersedes nothing; two transcript
+    lines of different speakers ("Melanie: I ..." / "Caroline: I ...") are about two people;
+    and when either text is a passage of several sentences, a pair needs a shared slot or an
+    update cue (one reading of a passage is not enough to call it the same slot). The
     reason and the slot name come from the rules' reading in both cases. Candidates newer than
     ``new`` or with its id are skipped. Ties are broken by id, so the result does not depend
     on the order of ``candidates``.
@@ -894,11 +937,17 @@ def score_candidates(new: Statement, candidates: Sequence[Statement], *,
     )
 
     learned = model if isinstance(model, UpdateModel) else None
+    if _asks(new.text):  # a question states no new value
+        return ()
     claim = parse_claim(new.text)
+    speaker = _speaker(new.text)
+    passage = _sentences(new.text) > 1
     out = []
     for cand in candidates:
         if cand.id == new.id or cand.recorded_at_s > new.recorded_at_s:
             continue
+        if speaker is not None and _speaker(cand.text) not in (None, speaker):
+            continue  # two speakers' "I": two people
         if subject_swap(cand.text, new.text):
             continue
         old_claim = parse_claim(cand.text)
@@ -909,6 +958,9 @@ def score_candidates(new: Statement, candidates: Sequence[Statement], *,
             continue
         cos = _cosine(new, cand)
         feats = pair_features(old_claim, claim, cos)
+        if (passage or _sentences(cand.text) > 1) and not (
+                old_claim.slots & claim.slots or claim.update_cue):
+            continue  # a passage holds several claims: one reading of it is not enough
         if learned is not None:
             s = learned.score(update_features(cand.text, new.text, cos, old_claim, claim))
             if s < learned.llm_floor:

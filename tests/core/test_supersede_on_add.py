@@ -104,7 +104,22 @@ ECHO = ("user: I am parked on level 3 right now\nassistant: user: I am parked on
     ("My meeting is in room 4 on day 1", "My meeting is in room 4 on day 2", False),
     # a text quoting another (a chat turn echoed with its role) restates it
     ("I am parked on level 3 right now", ECHO, False),
+    # two speakers' "I" are two people
+    (("Melanie: Absolutely, Caroline! I cherish time with family. It's when I really feel "
+     "alive and happy."), ("Caroline: I 100% agree, Mel. Hanging with loved ones is amazing and "
+     "brings so much happiness."), False),
+    # a passage of several sentences without a shared slot or an update cue is no update
+    ("Caroline: Nah, I haven't. I've been busy painting - here's something I just finished.",
+     "Caroline: Thanks, Melanie! I painted it after I visited the beach last week.", False),
+    (("Melanie: Caroline, that's great! The blue's really powerful, huh? How'd you feel while "
+     "painting it?"), ("Melanie: Wow, Caroline, that's great! Art's awesome for showing us who "
+     "we really are."), False),
+    # a question states no value
+    ("Melanie: Summer Sounds played an awesome pop song.", "Melanie: What music do you play?",
+     False),
     # while a new value, or an update cue, still replaces
+    ("Caroline: I'm planning to go to the support group on Friday.",
+     "Caroline: I moved the support group visit to Saturday.", True),
     ("I parked on level 2", "I parked on level 3", True),
     ("I am parked on level 3 right now", "I moved the car, I am parked on level 5 now", True),
 ])
