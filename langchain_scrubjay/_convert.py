@@ -39,7 +39,7 @@ __all__ = [
 RESERVED_KEYS = frozenset({
     "id", "context", "created_at", "label", "pi", "tau_s", "value", "source", "annotation",
     "updated_at", "utility", "stale", "score", "paper_score", "what", "where", "when", "graph",
-    "weights", "from_buffer", *STALE_KEYS,
+    "lexical", "time_factor", "weights", "from_buffer", *STALE_KEYS,
 })
 
 
@@ -74,7 +74,8 @@ def hit_to_document(hit: Hit, outdated: Staleness | None = None, *,
         "utility": float(hit.utility), "stale": bool(hit.stale), "score": float(hit.score),
         "paper_score": float(hit.paper_score),
         "what": float(hit.what), "where": float(hit.where), "when": float(hit.when),
-        "graph": float(hit.graph), "weights": [float(w) for w in hit.weights],
+        "graph": float(hit.graph), "lexical": float(hit.lexical),
+        "time_factor": float(hit.time_factor), "weights": [float(w) for w in hit.weights],
         "from_buffer": bool(hit.from_buffer),
     })
     doc.metadata["stale"] = outdated is not None or bool(hit.stale)

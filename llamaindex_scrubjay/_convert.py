@@ -52,8 +52,9 @@ RECORD_KEYS: tuple[str, ...] = ("memory_id", "context", "created_at", "label", "
 #: Node metadata keys written from a search hit (the score and its explanation, paper Eq. 5).
 HIT_KEYS: tuple[str, ...] = ("score", "paper_score", "utility", "stale", "score_what",
                              "score_where",
-                             "score_when", "score_graph", "weight_what", "weight_where",
-                             "weight_when", "weight_graph", "from_buffer")
+                             "score_when", "score_graph", "score_lexical", "time_factor",
+                             "weight_what", "weight_where", "weight_when", "weight_graph",
+                             "from_buffer")
 #: Every key this package writes; on the way back only ``context`` and ``created_at`` are read.
 SCRUBJAY_KEYS: tuple[str, ...] = RECORD_KEYS + HIT_KEYS
 #: The scrubjay keys an LLM sees in a prompt (the rest are excluded from LLM and embedding text).
@@ -141,6 +142,7 @@ def hit_to_node(hit: Hit, outdated: Staleness | None = None, *,
         "score": float(hit.score), "paper_score": float(hit.paper_score),
         "utility": float(hit.utility), "stale": bool(hit.stale), "score_what": float(hit.what), "score_where": float(hit.where),
         "score_when": float(hit.when), "score_graph": float(hit.graph),
+        "score_lexical": float(hit.lexical), "time_factor": float(hit.time_factor),
         "weight_what": w_what, "weight_where": w_where, "weight_when": w_when,
         "weight_graph": w_graph, "from_buffer": bool(hit.from_buffer),
     })

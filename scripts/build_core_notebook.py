@@ -62,9 +62,12 @@ default.close()"""
 SCORE_MD = """\
 ## 2. A score, explained
 With the default `SearchConfig(ranking="relevance")` a hit's `score`, the key it was ranked by, is
-its relevance (the what and where similarities mixed by the query-adaptive weights `a`, `b` of
-Eq. 6) times its value against the default value:
-`score = (a*what + b*where) / (a + b) * V / V0 * time`, where `time` (`hit.time_factor`, at most 1)
+its relevance times its value against the default value:
+`score = ((1 - lam)*dense + lam*lexical) * V / V0 * time`. `dense = (a*what + b*where) / (a + b)`
+mixes the what and where similarities by the query-adaptive weights `a`, `b` of Eq. 6;
+`lexical` (`hit.lexical`) is the share of the query's words the memory matches by BM25 and
+`lam` (`hit.lexical_weight`) its weight, 0 when no memory shares a word with the query
+(docs/hybrid.md); `time` (`hit.time_factor`, at most 1)
 puts the newer of two comparable memories first and a stale one below a current one
 (docs/ranking.md); `stale` and `stale_reason` say why a memory is outdated.
 The paper's additive Eq. 5 score, `a*what + b*where + g*U + d*graph`, is kept as
@@ -75,13 +78,17 @@ def explain(mem, hit):
     \"\"\"The ranking key recomputed from the hit's own fields, printed as a sum that adds up.\"\"\"
     a, b, g, d = hit.weights
     v, v0 = hit.record.value, mem.config.decay.default_value
-    key = (a * hit.what + b * hit.where) / (a + b) * v / v0 * hit.time_factor
+    dense = (a * hit.what + b * hit.where) / (a + b)
+    lam = hit.lexical_weight   # the lexical channel's share (0 when the query had no lexical hit)
+    key = ((1 - lam) * dense + lam * hit.lexical) * v / v0 * hit.time_factor
     assert math.isclose(key, hit.score, rel_tol=1e-6, abs_tol=1e-9), (key, hit.score)
     paper = a * hit.what + b * hit.where + g * hit.when + d * hit.graph
     assert math.isclose(paper, hit.paper_score, rel_tol=1e-6, abs_tol=1e-9)
-    print(f"score {hit.score:.4f} = ({a:.4f}*what {hit.what:.4f} + {b:.4f}*where {hit.where:.4f})"
-          f" / {a + b:.4f} * V {v:.4f} / V0 {v0:.4f} * time {hit.time_factor:.4f}"
+    print(f"score {hit.score:.4f} = ({1 - lam:.2f}*dense {dense:.4f} + {lam:.2f}*lexical "
+          f"{hit.lexical:.4f}) * V {v:.4f} / V0 {v0:.4f} * time {hit.time_factor:.4f}"
           f"  stale={hit.stale} | {hit.text}")
+    print(f"    dense {dense:.4f} = ({a:.4f}*what {hit.what:.4f} + {b:.4f}*where "
+          f"{hit.where:.4f}) / {a + b:.4f}")
     print(f"    paper_score {hit.paper_score:.3f} = ... + {g:.2f}*U {hit.when:.2f}"
           f" + {d:.2f}*graph {hit.graph:.2f}")
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import ConfigError
+from .fusion import LEXICAL_WEIGHT
 
 __all__ = [
     "BufferConfig",
@@ -452,11 +453,22 @@ class SearchConfig:
     Off by default, for the same reason as ``stale_weight`` (0.1 was measured with it)."""
     recency_horizon_s: float = 30 * 86_400.0
     """Default ranking: ``recency = exp(-age / recency_horizon_s)`` (chosen: 30 days)."""
+    lexical: bool = True
+    """Default ranking: fuse a BM25 full-text channel (:mod:`scrubjay.lexical`, kept beside
+    Chroma) with the dense relevance, ``r = (1 - lexical_weight) * dense + lexical_weight *
+    BM25 / best BM25`` (:mod:`scrubjay.fusion`, docs/hybrid.md). Backends with a mirror only
+    (embedded stores, and servers with ``mirror=True``); a server without a mirror ranks by the
+    dense relevance alone."""
+    lexical_weight: float = LEXICAL_WEIGHT
+    """``lambda`` of the fusion (chosen by cross-validation on a training split, docs/hybrid.md)."""
 
     def __post_init__(self) -> None:
         for name in ("superseded_weight", "stale_weight", "recency_weight"):
             x = getattr(self, name)
             _check(_finite(x) and 0 <= x < 1, "SearchConfig", name, "in [0, 1)", x)
+        _check(isinstance(self.lexical, bool), "SearchConfig", "lexical", "a bool", self.lexical)
+        _check(_finite(self.lexical_weight) and 0 <= self.lexical_weight <= 1, "SearchConfig",
+               "lexical_weight", "in [0, 1]", self.lexical_weight)
         _check(_finite(self.recency_horizon_s) and self.recency_horizon_s > 0, "SearchConfig",
                "recency_horizon_s", "a finite number > 0", self.recency_horizon_s)
         _check(self.ranking in ("relevance", "paper"), "SearchConfig", "ranking",

@@ -214,6 +214,7 @@ class LexicalIndex:
         self._lock = threading.RLock()
         self._lock_fd: int | None = None
         self._closed = False
+        self._shared_key: str | None = None
 
     # -- construction ---------------------------------------------------------------------
 
@@ -252,6 +253,38 @@ class LexicalIndex:
             raise
         ix._lock_fd = lock
         return ix
+
+    @classmethod
+    def acquire(cls, folder: str | os.PathLike[str], namespace: str,
+                expected_ids: Callable[[], Iterable[str]], rows: RowsFn) -> LexicalIndex:
+        """:meth:`open`, shared by every caller in this process over the same folder and
+        namespace (several memories over one embedded store): the first call opens and checks
+        the index, later ones get the same object; :meth:`release` closes it after the last."""
+        key = str(cls.namespace_dir(Path(folder).resolve(), namespace))
+        with _SHARED_LOCK:
+            held = _SHARED.get(key)
+            if held is not None and not held[0]._closed:
+                held[1] += 1
+                shared: LexicalIndex = held[0]
+                return shared
+            ix = cls.open(folder, namespace, expected_ids, rows)
+            ix._shared_key = key
+            _SHARED[key] = [ix, 1]
+            return ix
+
+    def release(self) -> None:
+        """Give back an index from :meth:`acquire` (closed with its last holder); an index
+        from :meth:`open` or :meth:`in_memory` is closed."""
+        key = self._shared_key
+        if key is not None:
+            with _SHARED_LOCK:
+                held = _SHARED.get(key)
+                if held is not None and held[0] is self:
+                    held[1] -= 1
+                    if held[1] > 0:
+                        return
+                    del _SHARED[key]
+        self.close()
 
     @classmethod
     def _open_locked(cls, path: Path, namespace: str, expected_ids: Callable[[], Iterable[str]],
@@ -496,6 +529,11 @@ class LexicalIndex:
     def _adopt(self, other: LexicalIndex) -> None:
         self._index, self._schema, self._writer = other._index, other._schema, other._writer
         self._ids, self._count, self._checksum = other._ids, other._count, other._checksum
+
+
+_SHARED: dict[str, list[Any]] = {}
+"""Indexes opened by :meth:`LexicalIndex.acquire`: namespace folder -> [index, holders]."""
+_SHARED_LOCK = threading.Lock()
 
 
 def _lock(path: Path) -> int:

@@ -363,7 +363,7 @@ class ScrubJayMemory:
                                    t_q - backend.newest_t if math.isfinite(backend.newest_t)
                                    else 0.0, self.config.weights)
         q = Query(e_q=e_q, c_q=c_q, weights=weights, k=k, t_q=t_q,
-                  exclude_stale=exclude_stale)
+                  exclude_stale=exclude_stale, text=query)
         if self._buffer is not None and not exclude_stale:
             hits = backend.search_buffer(self._buffer, q)
             if hits is not None:
@@ -559,12 +559,13 @@ class ScrubJayMemory:
         :meth:`delete`, :meth:`consolidate` and :meth:`forget_namespace` remove a memory from
         every table and blank its text in Chroma's write-ahead log at once; SQLite, however,
         only marks the freed pages, so the old bytes stay in ``chroma.sqlite3`` until it is
-        rewritten. ``purge()`` rewrites it (SQLite ``VACUUM``, time proportional to the file).
-        Returns False for client/server and in-memory stores (the server owns its files).
+        rewritten. ``purge()`` rewrites it (SQLite ``VACUUM``, time proportional to the file),
+        and rewrites the namespace's lexical index from the live memories (a deleted memory's
+        terms stay in its segment files until then). Returns False for client/server and in-memory stores (the server owns its files).
         """
         with self._lock:
             self._check_open()
-            return self._backend.store.compact()
+            return self._backend.compact()
 
     def __len__(self) -> int:
         with self._lock:

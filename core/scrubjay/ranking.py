@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from .buffer import BufferBlock, block_bonus
 from .config import SearchConfig
 from .decay import is_stale, utility
+from .fusion import fuse
 from .mirror import Rows
 from .timeline import (
     CURRENT,
@@ -41,8 +42,9 @@ from .timeline import (
 )
 from .types import Hit, new_hit
 
-__all__ = ["Query", "partial_scores", "rank_block", "rank_paper", "rank_paper_reference",
-           "rank_relevance", "relevance_keys", "relevance_order", "time_factors"]
+__all__ = ["Query", "lexical_scores", "partial_scores", "rank_block", "rank_paper",
+           "rank_paper_reference", "rank_relevance", "relevance_keys", "relevance_order",
+           "time_factors"]
 
 #: Candidates whose graph bonus is computed first: the best ``max(4 * k, BONUS_FIRST)`` by
 #: ``S'`` (chosen: a bonus is at most ``d * wdeg * max S'U``, so few outsiders need one).
@@ -65,6 +67,8 @@ class Query:
     k: int
     t_q: float
     exclude_stale: bool = False
+    text: str = ""
+    """The query's text, for the lexical channel (empty: no lexical channel)."""
 
 
 def partial_scores(rows: Rows, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
@@ -223,33 +227,63 @@ def time_factors(rows: Rows, t_q: float, stale_ratio: float,
 
 
 def relevance_keys(rows: Rows, q: Query, *, stale_ratio: float, default_value: float,
-                   cfg: SearchConfig) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+                   cfg: SearchConfig, lexical: NDArray[np.float64] | None = None,
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``(key, factor)``: the default ranking key of each row, ``relevance * V / V0 * factor``
     with ``relevance = (a*what + b*where) / (a + b)`` (the Eq. 6 weights) and ``factor`` its
-    time factor; a memory told after ``q.t_q`` gets ``-inf`` (invisible at that time)."""
+    time factor; a memory told after ``q.t_q`` gets ``-inf`` (invisible at that time).
+
+    ``lexical``: each row's lexical score ``ell`` in [0, 1] (:func:`lexical_scores`); when
+    given and not all 0, ``relevance = (1 - lambda) * dense + lambda * ell``
+    (:func:`scrubjay.fusion.fuse`, ``lambda = cfg.lexical_weight``)."""
     a, b = float(q.weights[0]), float(q.weights[1])
     rel = a * (rows.what @ q.e_q)
     if np.any(q.c_q):  # an empty context embeds to zero: its column adds nothing
         rel += b * (rows.where @ q.c_q)
+    rel = rel / (a + b)
+    if lexical is not None and lexical.any():
+        rel = fuse(rel, lexical, cfg.lexical_weight)
     factor = time_factors(rows, q.t_q, stale_ratio, cfg)
-    key = rel / (a + b) * rows.value / default_value * factor
+    key = rel * rows.value / default_value * factor
     return np.where(visible(rows.t, q.t_q), key, -np.inf), factor
+
+
+def lexical_scores(rows: Rows, ids: list[str], bm25: list[float], idf_sum: float,
+                   row_of: Mapping[str, int] | None = None) -> NDArray[np.float64]:
+    """Each row's ``ell = min(1, BM25 / idf_sum)`` (:func:`scrubjay.fusion.lexical_score_idf`:
+    the share of the query's information the memory matches) from a lexical query's
+    ``(ids, bm25)``; 0 for rows not among them. ``row_of`` maps an id to its row when the
+    caller has it (else it is built from ``rows``)."""
+    ell = np.zeros(len(rows))
+    if not ids or not idf_sum > 0:
+        return ell
+    where = row_of if row_of is not None else {mid: i for i, mid in enumerate(rows.ids)}
+    for mid, s in zip(ids, bm25, strict=True):
+        i = where.get(mid)
+        if i is not None and i < len(ell):
+            ell[i] = min(1.0, max(0.0, s / idf_sum))
+    return ell
 
 
 def rank_relevance(rows: Rows, q: Query, *, neighbours: Neighbours, stale_ratio: float,
                    default_value: float, cfg: SearchConfig,
-                   outside: Outside | None = None) -> list[Hit]:
-    """Rank by the default key (:func:`relevance_keys`). The hits carry their Eq. 5 parts and
-    their time factor, with ``score`` the key."""
+                   outside: Outside | None = None,
+                   lexical: NDArray[np.float64] | None = None) -> list[Hit]:
+    """Rank by the default key (:func:`relevance_keys`). The hits carry their Eq. 5 parts,
+    their time factor and their lexical score, with ``score`` the key."""
     key, factor = relevance_keys(rows, q, stale_ratio=stale_ratio, default_value=default_value,
-                                 cfg=cfg)
+                                 cfg=cfg, lexical=lexical)
     top = relevance_order(key, q.k)
     top = top[np.isfinite(key[top])]
     found = rank_paper(rows.take(top), q, neighbours=neighbours, stale_ratio=stale_ratio,
                        outside=outside)
-    key_of = {rows.records[i].id: (float(key[i]), float(factor[i])) for i in top}
+    ell = lexical if lexical is not None and lexical.any() else None
+    lam = cfg.lexical_weight if ell is not None else 0.0
+    key_of = {rows.records[i].id: (float(key[i]), float(factor[i]),
+                                   float(ell[i]) if ell is not None else 0.0) for i in top}
     order = {rows.records[i].id: n for n, i in enumerate(top)}
-    return [replace(h, score=key_of[h.id][0], time_factor=key_of[h.id][1])
+    return [replace(h, score=key_of[h.id][0], time_factor=key_of[h.id][1],
+                    lexical=key_of[h.id][2], lexical_weight=lam)
             for h in sorted(found, key=lambda h: order[h.id])]
 
 

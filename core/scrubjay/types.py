@@ -142,6 +142,17 @@ class Hit:
     time_factor: float = 1.0
     """The default ranking's time factor (:func:`scrubjay.timeline.time_factor`): ``score`` is
     the relevance times ``value / V0`` times this; 1 with ``ranking="paper"``."""
+    lexical: float = 0.0
+    """The lexical channel's share ``ell = BM25 / best BM25`` of the query, in [0, 1]
+    (:mod:`scrubjay.fusion`): the default ranking's relevance is
+    ``(1 - lambda) * dense + lambda * lexical``; 0 with ``ranking="paper"``, without the lexical
+    channel (``SearchConfig.lexical=False``, a server without a mirror) or when the query has no
+    index term."""
+    lexical_weight: float = 0.0
+    """The ``lambda`` this search fused with: ``SearchConfig.lexical_weight`` when the query had
+    lexical hits, else 0 (dense relevance alone). With the default ranking, ``score ==
+    ((1 - lexical_weight) * dense + lexical_weight * lexical) * value / V0 * time_factor``,
+    ``dense = (a*what + b*where) / (a + b)``."""
     _graph_of: Callable[[str], float] | None = field(default=None, init=False, repr=False,
                                                       compare=False)
     """For a deferred hit: memory id -> graph bonus, called once on first access."""
@@ -151,7 +162,8 @@ class Hit:
                  score: float, utility: float, stale: bool, what: float, where: float,
                  when: float, weights: tuple[float, float, float, float],
                  from_buffer: bool = False, stale_reason: str | None = None,
-                 time_factor: float = 1.0) -> Hit:
+                 time_factor: float = 1.0, lexical: float = 0.0,
+                 lexical_weight: float = 0.0) -> Hit:
         """A hit whose ``graph`` (``graph_of(id)``) and ``paper_score`` are computed on first
         access (see the class docstring)."""
         hit = object.__new__(cls)
@@ -159,6 +171,7 @@ class Hit:
                             ("stale", stale), ("what", what), ("where", where), ("when", when),
                             ("weights", weights), ("from_buffer", from_buffer),
                             ("stale_reason", stale_reason), ("time_factor", time_factor),
+                            ("lexical", lexical), ("lexical_weight", lexical_weight),
                             ("_graph_of", graph_of)):
             object.__setattr__(hit, name, value)
         return hit
@@ -188,10 +201,11 @@ class Hit:
 
 
 (_SET_RECORD, _SET_SCORE, _SET_PAPER, _SET_UTILITY, _SET_STALE, _SET_WHAT, _SET_WHERE, _SET_WHEN,
- _SET_GRAPH, _SET_WEIGHTS, _SET_BUFFER, _SET_REASON, _SET_FACTOR,
- _SET_GRAPH_OF) = (getattr(Hit, name).__set__ for name in (
+ _SET_GRAPH, _SET_WEIGHTS, _SET_BUFFER, _SET_REASON, _SET_FACTOR, _SET_LEXICAL,
+ _SET_LAMBDA, _SET_GRAPH_OF) = (getattr(Hit, name).__set__ for name in (
     "record", "score", "paper_score", "utility", "stale", "what", "where", "when", "graph",
-    "weights", "from_buffer", "stale_reason", "time_factor", "_graph_of"))
+    "weights", "from_buffer", "stale_reason", "time_factor", "lexical", "lexical_weight",
+    "_graph_of"))
 
 
 def new_hit(record: MemoryRecord, score: float, utility: float, stale: bool, what: float,
@@ -213,6 +227,8 @@ def new_hit(record: MemoryRecord, score: float, utility: float, stale: bool, wha
     _SET_BUFFER(hit, from_buffer)
     _SET_REASON(hit, stale_reason)
     _SET_FACTOR(hit, 1.0)
+    _SET_LEXICAL(hit, 0.0)
+    _SET_LAMBDA(hit, 0.0)
     _SET_GRAPH_OF(hit, None)
     return hit
 

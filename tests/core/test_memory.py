@@ -80,9 +80,12 @@ def test_hit_breakdown_adds_up(memory_factory, clock) -> None:
         a, b, g, d = h.weights
         assert sum(h.weights) == pytest.approx(1.0)
         assert h.paper_score == pytest.approx(a * h.what + b * h.where + g * h.when + d * h.graph)
-        # default ranking: relevance mixed by the adaptive weights, times V / V0, times the
-        # time factor (at most 1: time reorders only memories of comparable relevance)
-        assert h.score == pytest.approx((a * h.what + b * h.where) / (a + b) * h.record.value
+        # default ranking: dense relevance mixed by the adaptive weights, fused with the
+        # lexical channel, times V / V0, times the time factor (at most 1: time reorders only
+        # memories of comparable relevance)
+        dense = (a * h.what + b * h.where) / (a + b)
+        lam = h.lexical_weight
+        assert h.score == pytest.approx(((1 - lam) * dense + lam * h.lexical) * h.record.value
                                         * h.time_factor)
         assert 0.0 < h.time_factor <= 1.0
         assert h.when == h.utility
@@ -133,7 +136,9 @@ def test_server_matches_embedded_when_candidates_cover(clock, tmp_path, chroma_s
     import chromadb
 
     emb = HashEmbedder(32)
-    local = ScrubJayMemory(path=tmp_path / "e", embedder=emb, clock=clock)
+    # a server without a mirror has no lexical channel: compare the dense ranking
+    dense = ScrubJayConfig(search=SearchConfig(lexical=False))
+    local = ScrubJayMemory(path=tmp_path / "e", embedder=emb, clock=clock, config=dense)
     remote = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0],
                                                        port=chroma_server[1]),
                             namespace="parity", embedder=emb, clock=clock)
@@ -149,6 +154,35 @@ def test_server_matches_embedded_when_candidates_cover(clock, tmp_path, chroma_s
         b = [(h.id, round(h.score, 6)) for h in remote.search(q, context="work", k=4)]
         assert a == b
     remote.forget_namespace()
+    local.close()
+    remote.close()
+
+
+def test_server_with_a_mirror_matches_embedded_with_the_lexical_channel(clock, tmp_path,
+                                                                       chroma_server) -> None:
+    import chromadb
+
+    emb = HashEmbedder(32)
+    local = ScrubJayMemory(path=tmp_path / "e", embedder=emb, clock=clock)
+    remote = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0],
+                                                       port=chroma_server[1]),
+                            namespace="parity-lex", embedder=emb, clock=clock,
+                            config=ScrubJayConfig(search=SearchConfig(mirror=True)))
+    remote.forget_namespace()
+    items = [{"text": f"{a} {b}", "context": c, "at": clock() - i * 600, "id": f"m{i}"}
+             for i, (a, b, c) in enumerate([("office", "key K7", "work"), ("car", "park", ""),
+                                            ("tea", "green", "cafe"), ("key", "car", "work"),
+                                            ("office", "tea", "cafe"), ("park", "level", "")])]
+    local.add_many(items)
+    remote.add_many(items)
+    for q in ["office key", "K7", "green tea"]:
+        a = [(h.id, round(h.score, 6), h.lexical) for h in local.search(q, context="work", k=4)]
+        b = [(h.id, round(h.score, 6), h.lexical) for h in remote.search(q, context="work", k=4)]
+        assert a == b
+        assert any(lex > 0 for _, _, lex in a)
+    remote.forget_namespace()
+    local.close()
+    remote.close()
 
 
 @pytest.mark.parametrize(("offline", "schedule"), [

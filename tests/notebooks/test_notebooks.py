@@ -15,9 +15,10 @@ ROOT = Path(__file__).parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 # notebook 00's explanation of a hit's ranking key, one line per hit:
 # score S = (a*what W + b*where R) / A * V v / V0 v0 * time f ...
-EXPLAINED = re.compile(r"score (-?[\d.]+) = \((-?[\d.]+)\*what (-?[\d.]+) \+ (-?[\d.]+)\*where "
-                       r"(-?[\d.]+)\) / (-?[\d.]+) \* V (-?[\d.]+) / V0 (-?[\d.]+) "
-                       r"\* time (-?[\d.]+)")
+EXPLAINED = re.compile(r"score (-?[\d.]+) = \((-?[\d.]+)\*dense (-?[\d.]+) \+ (-?[\d.]+)\*lexical "
+                       r"(-?[\d.]+)\) \* V (-?[\d.]+) / V0 (-?[\d.]+) \* time (-?[\d.]+).*\n"
+                       r"\s+dense (-?[\d.]+) = \((-?[\d.]+)\*what (-?[\d.]+) \+ (-?[\d.]+)\*where "
+                       r"(-?[\d.]+)\) / (-?[\d.]+)")
 
 
 def _stream_text(nb: nbformat.NotebookNode) -> str:
@@ -43,10 +44,15 @@ def test_notebook_executes(path: Path, tmp_path: Path) -> None:
         explained = EXPLAINED.findall(text)
         assert len(explained) >= 3, text
         for fields in explained:
-            score, a, what, b, where, a_b, v, v0, tf = map(float, fields)
+            (score, one_minus_lam, dense, lam, lexical, v, v0, tf, dense2, a, what, b, where,
+             a_b) = map(float, fields)
             assert math.isclose(a + b, a_b, abs_tol=2e-4)
-            assert math.isclose((a * what + b * where) / a_b * v / v0 * tf, score, abs_tol=1e-3)
-        assert any(float(f[6]) < float(f[7]) for f in explained), "no hit shows a lowered V"
+            assert math.isclose(one_minus_lam + lam, 1.0, abs_tol=1e-9)
+            assert math.isclose(dense, dense2) and math.isclose(
+                (a * what + b * where) / a_b, dense, abs_tol=1e-3)
+            assert math.isclose((one_minus_lam * dense + lam * lexical) * v / v0 * tf, score,
+                                abs_tol=1e-3)
+        assert any(float(f[5]) < float(f[6]) for f in explained), "no hit shows a lowered V"
 
 
 def test_there_are_notebooks() -> None:

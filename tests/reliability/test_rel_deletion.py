@@ -49,7 +49,9 @@ def _orphan_index_folders(folder: Path) -> list[str]:
         live = {row[0] for row in con.execute("SELECT id FROM segments")}
     finally:
         con.close()
-    return [p.name for p in folder.iterdir() if p.is_dir() and p.name not in live]
+    ours = {"scrubjay-lexical"}  # the lexical indexes (byte-scanned with the rest below)
+    return [p.name for p in folder.iterdir()
+            if p.is_dir() and p.name not in live and p.name not in ours]
 
 
 def _log_rows_with(folder: Path, needle: str) -> int:

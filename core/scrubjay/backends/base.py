@@ -135,6 +135,11 @@ class Backend(Protocol):
     def delete(self, ids: Sequence[str]) -> None:
         """Delete memories everywhere (the store, the graph, what is held here)."""
 
+    def compact(self) -> bool:
+        """Rewrite the namespace's files without the bytes of deleted memories (the store's,
+        the lexical index's); False when the store's files are not ours (in memory, a
+        server)."""
+
     def not_integrated(self, rows: Rows, alpha: NDArray[np.float64],
                        drift: NDArray[np.float64], key: str, t_n: float, own_id: str
                        ) -> tuple[Rows, NDArray[np.float64], NDArray[np.float64],
@@ -244,6 +249,9 @@ class BaseBackend:
 
     def _save_snapshot(self) -> None:
         return None
+
+    def compact(self) -> bool:
+        return self.store.compact()
 
     def _forget_snapshot(self) -> None:
         """No copy of a deleted memory's text on disk: the snapshot file goes."""

@@ -8,8 +8,10 @@ linking scans the mirror. Chroma stays the source of truth: every write goes the
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,7 +19,9 @@ from numpy.typing import NDArray
 from ..buffer import BufferBlock, BufferState, gather_block
 from ..codec import RowsBackup, StoredRow, record_of
 from ..errors import ScrubJayError
+from ..fusion import LEXICAL_CANDIDATES
 from ..graph import edge_weights, strongest_columns
+from ..lexical import LexicalIndex
 from ..linking import (
     _LINK_BLOCK,
     NO_CANDIDATES,
@@ -26,14 +30,19 @@ from ..linking import (
     _components,
 )
 from ..mirror import Mirror, Rows
-from ..ranking import Query, rank_paper, rank_relevance, relevance_keys
+from ..ranking import Query, lexical_scores, rank_paper, rank_relevance, relevance_keys
 from ..rci import affinities
 from ..scoring import drifted_similarity_bound, relevance_bound
 from ..timeline import CURRENT, stale_reasons, visible
 from ..types import Hit, MemoryRecord
 from .base import BaseBackend, _whats
 
-__all__ = ["SERVER_FIRST_PER_K", "SERVER_WIDEN", "MirroredBackend"]
+__all__ = ["LEXICAL_FOLDER", "SERVER_FIRST_PER_K", "SERVER_WIDEN", "MirroredBackend"]
+
+logger = logging.getLogger(__name__)
+
+#: The folder of an embedded store that holds its namespaces' lexical indexes.
+LEXICAL_FOLDER = "scrubjay-lexical"
 
 #: A relevance search first asks Chroma for this many candidates per hit wanted (chosen: with
 #: equal values the k nearest are already the exact top k; the margin covers values lowered by
@@ -50,6 +59,98 @@ class MirroredBackend(BaseBackend):
     _mirror: Mirror | None = None
     # (buffer, mirror, mirror version) the block was gathered for, and the block
     _block: tuple[BufferState, Mirror, int, BufferBlock] | None = None
+    #: The lexical channel (None: off, or given up after a failed write until the next open)
+    _lex: LexicalIndex | None = None
+
+    # ------------------------------------------------------------------ the lexical channel
+    def open(self) -> None:
+        super().open()
+        search = self.config.search
+        if search.lexical and search.ranking == "relevance":
+            self._open_lexical()
+
+    def _open_lexical(self) -> None:
+        """The namespace's lexical index: in the store's folder for an embedded store (checked
+        against the mirror's ids, rebuilt from its texts when they differ), else in memory,
+        built from the mirror."""
+        if self.store.path is not None and self.private_prefix is None:
+            self._lex = LexicalIndex.acquire(Path(self.store.path) / LEXICAL_FOLDER,
+                                             self.store.namespace,
+                                             expected_ids=self._mirror_ids,
+                                             rows=self._mirror_texts)
+        else:
+            self._lex = LexicalIndex.in_memory(self._mirror_texts(),
+                                               namespace=self.store.namespace)
+
+    def _mirror_ids(self) -> list[str]:
+        return list(self._mirror.row_of) if self._mirror is not None else []
+
+    def _mirror_texts(self) -> list[tuple[str, str]]:
+        if self._mirror is None:
+            return []
+        return [(r.id, r.text) for r in self._mirror.view().records]
+
+    def _lexical_write(self, what: str, run: Callable[[LexicalIndex], None]) -> None:
+        """``run(index)``; when it fails, the lexical channel is off until the next open, whose
+        consistency check rebuilds the index from the store (the store holds the write)."""
+        lex = self._lex
+        if lex is None:
+            return
+        try:
+            run(lex)
+        except (ScrubJayError, OSError, ValueError) as exc:
+            logger.warning("The lexical index of namespace %r could not %s (%s); searches rank "
+                           "by dense relevance until the memory is reopened, which rebuilds it",
+                           self.store.namespace, what, type(exc).__name__)
+            self._lex = None
+            try:
+                lex.release()
+            except (ScrubJayError, OSError, ValueError):
+                pass
+
+    def _rebuild_lexical(self, lex: LexicalIndex) -> None:
+        lex.clear()
+        lex.add(*_split(self._mirror_texts()))
+
+    def _lexical_add(self, pairs: Iterable[tuple[str, str]]) -> None:
+        items = list(pairs)
+        if items:
+            self._lexical_write("index new memories", lambda lex: lex.add(
+                [i for i, _ in items], [t for _, t in items]))
+
+    def _lexical_delete(self, ids: Sequence[str]) -> None:
+        if ids:
+            self._lexical_write("delete memories", lambda lex: lex.delete(ids))
+
+    def _lexical_query(self, q: Query) -> tuple[list[str], list[float], float]:
+        """The lexical channel's best ``(ids, BM25 scores)`` for the query and the summed idf
+        of its terms (none when off)."""
+        lex = self._lex
+        if lex is None or not q.text:
+            return [], [], 0.0
+        try:
+            ids, scores = lex.query(q.text, LEXICAL_CANDIDATES)
+            return ids, scores, lex.idf_sum(q.text) if ids else 0.0
+        except (ScrubJayError, OSError, ValueError) as exc:
+            logger.warning("The lexical index of namespace %r could not be searched (%s); "
+                           "ranking by dense relevance", self.store.namespace,
+                           type(exc).__name__)
+            return [], [], 0.0
+
+    def compact(self) -> bool:
+        done = super().compact()
+        self._lexical_write("be rewritten", lambda lex: lex.purge(self._mirror_texts))
+        return done
+
+    def close(self, *, save: bool) -> None:
+        if not self.closed and self._lex is not None:
+            lex, self._lex = self._lex, None
+            try:
+                lex.release()
+            except (ScrubJayError, OSError, ValueError) as exc:
+                logger.warning("Closing the lexical index of namespace %r failed: %s",
+                               self.store.namespace, type(exc).__name__)
+        super().close(save=save)
 
     # ------------------------------------------------------------------ the mirror
     def size(self) -> int:
@@ -86,6 +187,8 @@ class MirroredBackend(BaseBackend):
         self._refresh_wdeg(set(self.graph.g.nodes))
         if rows:
             self.newest_t = max(self.newest_t, float(np.max(self._mirror.view().t)))
+        if self._lex is not None:  # a reload of the whole mirror (a change log gone too far)
+            self._lexical_write("be rebuilt", self._rebuild_lexical)
 
     def _append_rows(self, rows: list[StoredRow]) -> None:
         """Put stored rows into the mirror (replacing the ids it holds), creating it."""
@@ -97,6 +200,7 @@ class MirroredBackend(BaseBackend):
                             np.stack([r.where if r.where is not None else zero
                                       for r in rows]).astype(np.float32),
                             drift=[r.drift_rad for r in rows])
+        self._lexical_add((r.id, r.text) for r in rows)
 
     def _reload_rows(self, ids: Sequence[str]) -> None:
         """The records, what-vectors and drift of ``ids`` as the store holds them (best
@@ -134,6 +238,7 @@ class MirroredBackend(BaseBackend):
             self._mirror = Mirror(int(what.shape[1]))
         self._mirror.append(records, what, where)
         self._refresh_wdeg(changed)
+        self._lexical_add((r.id, r.text) for r in records)
 
     def _unwritten(self, records: list[MemoryRecord], old: list[str]) -> None:
         # roll the in-memory graph back to what Chroma holds
@@ -294,25 +399,31 @@ class MirroredBackend(BaseBackend):
         decay = self.config.decay
         rows: Rows
         exhaustive = True
+        lex_ids, lex_bm, lex_idf = self._lexical_query(q) if relevance else ([], [], 0.0)
+        row_of: dict[str, int] | None = None
         if not relevance or self._scan(len(self._mirror)):
             rows = self._mirror.view()
+            row_of = self._mirror.row_of
         elif np.any(q.c_q):
-            rows, exhaustive = self._hnsw_candidates(q.e_q, q.c_q), False
+            rows, exhaustive = self._hnsw_candidates(q.e_q, q.c_q, lex_ids), False
         else:
-            rows, exhaustive = self._hnsw_relevance_rows(q), False
+            rows, exhaustive = self._hnsw_relevance_rows(q, lex_ids, lex_bm, lex_idf), False
+        ell = lexical_scores(rows, lex_ids, lex_bm, lex_idf, row_of) if lex_ids else None
         if q.t_q < self.newest_t:  # memories told after the query time are not seen
             seen = np.flatnonzero(visible(rows.t, q.t_q))
             if len(seen) < len(rows):
                 rows, exhaustive = rows.take(seen), False
+                ell = ell[seen] if ell is not None else None
         if q.exclude_stale:
             fresh = np.flatnonzero(_current(rows, q.t_q, decay.stale_ratio))
             if len(fresh) < len(rows):
                 rows, exhaustive = rows.take(fresh), False
+                ell = ell[fresh] if ell is not None else None
         if relevance:
             return rank_relevance(rows, q, neighbours=self.neighbours,
                                   stale_ratio=decay.stale_ratio,
                                   default_value=decay.default_value, cfg=self.config.search,
-                                  outside=self._outside)
+                                  outside=self._outside, lexical=ell)
         if exhaustive:
             return rank_paper(rows, q, neighbours=self.neighbours,
                               stale_ratio=decay.stale_ratio, index=self._mirror.row_of,
@@ -320,24 +431,31 @@ class MirroredBackend(BaseBackend):
         return rank_paper(rows, q, neighbours=self.neighbours, stale_ratio=decay.stale_ratio,
                           outside=self._outside)
 
-    def _hnsw_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
-        """Mirror rows of the nearest memories by what and by where (Chroma's HNSW index)."""
+    def _hnsw_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
+                         lexical_ids: Sequence[str] = ()) -> Rows:
+        """Mirror rows of the nearest memories by what and by where (Chroma's HNSW index),
+        and of the lexical channel's hits."""
         assert self._mirror is not None
         n = self.config.search.candidates
         ids = self.store.query_ids("what", e_q, n)
         if np.any(c_q):
             ids = ids + self.store.query_ids("where", c_q, n)
+        ids = ids + list(lexical_ids)
         row_of = self._mirror.row_of
         idx = sorted({row_of[m] for m in ids if m in row_of})
         return self._mirror.view().take(idx)
 
-    def _hnsw_relevance_rows(self, q: Query) -> Rows:
+    def _hnsw_relevance_rows(self, q: Query, lexical_ids: Sequence[str] = (),
+                             lexical_bm25: Sequence[float] = (), idf_sum: float = 0.0
+                             ) -> Rows:
         """Mirror rows that hold the relevance top ``k`` of a query without context: the
         ``SERVER_FIRST_PER_K * k`` nearest by Chroma's HNSW index, widened by ``SERVER_WIDEN``
         (up to ``SearchConfig.candidates``) until the k-th key (exact, from the mirror) is at
         least the bound of every memory left out. The bound uses the last index similarity,
         widened by the largest RCI drift between an index vector and its exact one, and the
-        largest value in the mirror: exact up to HNSW's own approximation."""
+        largest value in the mirror: exact up to HNSW's own approximation. The lexical
+        channel's hits join the rows; a memory outside them has ``ell = 0``, so its fused key
+        is at most ``(1 - lambda)`` times the dense bound, and the k-th key is the fused one."""
         assert self._mirror is not None
         k, weights = q.k, q.weights
         mirror, v0 = self._mirror, self.config.decay.default_value
@@ -348,18 +466,23 @@ class MirroredBackend(BaseBackend):
         n = min(cap, SERVER_FIRST_PER_K * k)
         while True:
             found, sims = self.store.query_scored("what", q.e_q, n, rows=False)
-            rows = view.take(sorted({mirror.row_of[r.id] for r in found
-                                     if r.id in mirror.row_of}))
+            rows = view.take(sorted({mirror.row_of[m] for m in
+                                     [*(r.id for r in found), *lexical_ids]
+                                     if m in mirror.row_of}))
             if len(found) < n or n >= cap:
                 return rows
+            ell = (lexical_scores(rows, list(lexical_ids), list(lexical_bm25), idf_sum)
+                   if lexical_ids else None)
             key, _ = relevance_keys(rows, q, stale_ratio=self.config.decay.stale_ratio,
-                                    default_value=v0, cfg=self.config.search)
+                                    default_value=v0, cfg=self.config.search, lexical=ell)
             if q.exclude_stale:
                 key = key[_current(rows, q.t_q, self.config.decay.stale_ratio)]
             key = key[np.isfinite(key)]
             kth = float(np.sort(key)[-k]) if len(key) >= k else -math.inf
             floor = drifted_similarity_bound(float(sims[-1]), drift_max)
             bound = relevance_bound(weights, floor, 0.0, value_max, v0)
+            if ell is not None and ell.any() and bound > 0:
+                bound *= 1.0 - self.config.search.lexical_weight
             if bound <= kth:
                 return rows
             n = min(cap, SERVER_WIDEN * n)
@@ -413,6 +536,7 @@ class MirroredBackend(BaseBackend):
         if self._mirror is not None:
             self._mirror.remove(list(ids))
             self._refresh_wdeg(survivors)
+        self._lexical_delete(list(ids))
 
     def _resync_after_failed_delete(self, ids: Sequence[str], survivors: Sequence[str]) -> None:
         """After a delete that failed part-way: bring the graph and the mirror back in step
@@ -429,6 +553,7 @@ class MirroredBackend(BaseBackend):
         if not gone or self._mirror is None:
             return
         self._mirror.remove(gone)
+        self._lexical_delete(gone)
         for mid in gone:
             self.graph.remove(mid)
         self.on_gone(set(gone), True)
@@ -445,6 +570,11 @@ class MirroredBackend(BaseBackend):
     def forget(self) -> None:
         super().forget()
         self._mirror = Mirror(self.dim) if self.dim is not None else None
+        self._lexical_write("be cleared", lambda lex: lex.clear())
+
+
+def _split(pairs: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    return [i for i, _ in pairs], [t for _, t in pairs]
 
 
 def _current(rows: Rows, t_q: float, stale_ratio: float) -> NDArray[np.bool_]:

@@ -96,6 +96,7 @@ class ServerMirrorBackend(MirroredBackend):
             touched |= self.graph.remove(mid)
         if gone and self._mirror is not None:
             self._mirror.remove(gone)
+            self._lexical_delete(gone)
         if rows:
             if self.dim is None:
                 self.dim = len(rows[0].what)  # type: ignore[arg-type]

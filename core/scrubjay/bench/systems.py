@@ -23,7 +23,7 @@ Systems
 ``hybrid``
     The lexical channel and the dense what channel as the memory fuses them
     (:func:`scrubjay.fusion.fuse`): candidates are the dense top ``LEXICAL_CANDIDATES`` and the
-    lexical top ``LEXICAL_CANDIDATES``; ``r = (1 - lambda) cos + lambda BM25 / max BM25``.
+    lexical top ``LEXICAL_CANDIDATES``; ``r = (1 - lambda) cos + lambda min(1, BM25 / sum idf)``.
     No decay or RCI: it shows what the lexical channel adds to ScrubJay-MEM's relevance.
 ``B5-dense-recency``
     ``cos * exp(-age / T)`` with one global ``T`` (``RECENCY_T_S``); stale when
@@ -415,14 +415,15 @@ class HybridSystem(_LexicalDense):
     name = "hybrid"
 
     def answer(self, query: str, at_s: float, k: int = 1) -> list[Answer]:
-        from scrubjay.fusion import LEXICAL_CANDIDATES, fuse, lexical_score
+        from scrubjay.fusion import LEXICAL_CANDIDATES, fuse, lexical_score_idf
 
         if not self.items:
             return []
         cos, bm, rank_l = self.channels(query)
         candidate = rank_l > 0
         candidate[self._top(cos, LEXICAL_CANDIDATES)] = True
-        scores = np.where(candidate, fuse(cos, lexical_score(bm)), -np.inf)
+        ell = lexical_score_idf(bm, self._lexical.idf_sum(query))
+        scores = np.where(candidate, fuse(cos, ell), -np.inf)
         # the memories outside both candidate lists follow, by their fused score
         rest = ~candidate
         scores[rest] = fuse(cos[rest], np.zeros(int(rest.sum()))) - 4.0
