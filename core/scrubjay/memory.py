@@ -58,7 +58,7 @@ from .ranking import Query
 from .rci import event_key
 from .scoring import adaptive_weights
 from .store import ChromaStore
-from .superseding import supersede_batch
+from .superseding import supersede_stored
 from .types import (
     Deltas,
     Hit,
@@ -66,6 +66,7 @@ from .types import (
     MemoryRecord,
     Perishability,
 )
+from .windows import with_windows
 
 __all__ = ["ScrubJayMemory"]
 
@@ -295,36 +296,18 @@ class ScrubJayMemory:
                 vectors_by=self._embedder.name if reuse else None)
 
         def records_of(labels: list[Perishability]) -> list[MemoryRecord]:
-            v0 = float(self.config.decay.default_value)
-            return [p.record(c, a, v0) for p, a, c in zip(items, annotations, labels, strict=True)]
+            decay = self.config.decay
+            records = [p.record(c, a, float(decay.default_value))
+                       for p, a, c in zip(items, annotations, labels, strict=True)]
+            return with_windows(records, decay.time_zone) if decay.windows else records
 
         records = self._backend.write(Batch(
             ids=[p.id for p in items], chosen=[p.id for p in items if p.id_given],
             times=[p.at_s for p in items], what=what, where=where, classify=classify,
             records_of=records_of))
         if self.config.supersession.enabled and self.config.supersession.candidates > 0:
-            records = self._supersede(records, what)
+            records = supersede_stored(self._backend, records, what, self._llm, self.config)
         return records
-
-    def _supersede(self, records: list[MemoryRecord],
-                   what: NDArray[np.float32]) -> list[MemoryRecord]:
-        """Mark the memories a stored batch replaces (:mod:`scrubjay.superseding`); returns
-        the batch's records as they now are (a late-told one may be superseded itself)."""
-        nearest = self._backend.nearest(what, self.config.supersession.candidates + 1)
-        known = {r.id: r for rows in nearest for r in rows.records}
-        known.update((r.id, r) for r in records)
-        changed, _ = supersede_batch(records, what, nearest, known, self._llm, self.config)
-        if not changed:
-            return records
-        try:
-            self._backend.mark(changed)
-        except ScrubJayError as err:
-            err.add_note(f"The {len(records)} new memories are stored; marking the "
-                         f"{len(changed)} older ones they replace failed. Adding the same "
-                         f"memories again (with their ids) marks them.")
-            raise
-        updated = {r.id: r for r in changed}
-        return [updated.get(r.id, r) for r in records]
 
     # ------------------------------------------------------------------ retrieve
     def search(self, query: str, context: str = "", k: int = 5,

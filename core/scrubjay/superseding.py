@@ -25,12 +25,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .config import ScrubJayConfig
-from .errors import LLMError
+from .errors import LLMError, ScrubJayError
 from .llm import LLMClient
 from .mirror import Rows
 from .supersession import (
@@ -45,7 +46,10 @@ from .supersession import (
 from .types import MemoryRecord
 from .update_model import UpdateModel, default_update_model
 
-__all__ = ["Mark", "supersede_batch"]
+if TYPE_CHECKING:
+    from .backends import Backend
+
+__all__ = ["Mark", "supersede_batch", "supersede_stored"]
 
 logger = logging.getLogger(__name__)
 
@@ -170,3 +174,25 @@ def supersede_batch(records: Sequence[MemoryRecord], what: NDArray[np.float32],
         changed.append(replace(rec, superseded_by=mark.new, invalidated_at_s=mark.at_s))
         marks.append(mark)
     return changed, marks
+
+
+def supersede_stored(backend: Backend, records: list[MemoryRecord], what: NDArray[np.float32],
+                     llm: LLMClient | None, config: ScrubJayConfig) -> list[MemoryRecord]:
+    """Mark the memories a stored batch replaces (:func:`supersede_batch` over the batch's
+    nearest memories) in ``backend``; returns the batch's records as they now are (a
+    late-told one may be superseded itself)."""
+    nearest = backend.nearest(what, config.supersession.candidates + 1)
+    known = {r.id: r for rows in nearest for r in rows.records}
+    known.update((r.id, r) for r in records)
+    changed, _ = supersede_batch(records, what, nearest, known, llm, config)
+    if not changed:
+        return records
+    try:
+        backend.mark(changed)
+    except ScrubJayError as err:
+        err.add_note(f"The {len(records)} new memories are stored; marking the "
+                     f"{len(changed)} older ones they replace failed. Adding the same "
+                     f"memories again (with their ids) marks them.")
+        raise
+    updated = {r.id: r for r in changed}
+    return [updated.get(r.id, r) for r in records]
