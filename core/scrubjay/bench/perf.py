@@ -387,6 +387,10 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
         if "embedded" in modes:
             row["embedded"] = _search_one(mem, corpus, qs, k)
         mem.close()
+        if "embedded" in modes:  # the same store, ranked without the lexical channel
+            plain = _memory(path, corpus, config=_no_lexical_config())
+            row["embedded_no_lexical"] = _search_one(plain, corpus, qs, k)
+            plain.close()
         if "server" in modes:
             server_dir = work / f"server-{n}"
             server_dir.mkdir(parents=True, exist_ok=True)
@@ -412,7 +416,7 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
         bq = qs[:baseline_queries]
         row["langchain_time_weighted"] = _pct(_langchain_latency(corpus, n, bq, k))
         row["llamaindex_time_weighted"] = _pct(_llamaindex_latency(corpus, n, bq, k))
-        for mode in ("embedded", "server", "server_mirror"):
+        for mode in _MODE_LABELS:
             if mode in row:
                 row[mode]["p50_vs_chroma"] = row[mode]["sj"]["p50_ms"] / \
                     row[mode]["chroma"]["p50_ms"]
@@ -783,19 +787,30 @@ def run_perf(*, sizes: list[int], modes: list[str], out_dir: Path, progress: boo
     return result
 
 
+_MODE_LABELS = {"embedded": "embedded", "embedded_no_lexical": "embedded, no lexical channel",
+                "server": "server", "server_mirror": "server, with a mirror"}
+
+
+def _no_lexical_config() -> Any:
+    from scrubjay import ScrubJayConfig
+    from scrubjay.config import LLMConfig, SearchConfig
+
+    return ScrubJayConfig(llm=LLMConfig(annotate=False), search=SearchConfig(lexical=False))
+
+
 def _table(res: dict[str, Any]) -> str:
     lines = [f"## scrubjay bench perf ({res['nproc']} cores, k={res['k']})", "",
              ("| N | mode | sj p50/p95 ms | chroma p50/p95 ms | sj/chroma p50 | recall@k | "
               "numpy scan p50 | LangChain TW p50 | LlamaIndex TW p50 |"),
              "|---|---|---|---|---|---|---|---|---|"]
     for n, row in res["search"]["by_n"].items():
-        for mode in ("embedded", "server", "server_mirror"):
+        for mode, label in _MODE_LABELS.items():
             if mode not in row:
                 continue
             r = row[mode]
             rec = "-" if r["recall_at_k"] is None else f"{r['recall_at_k']:.3f}"
             lines.append(
-                f"| {int(n):,} | {mode.replace('_', ', with a ')} | {r['sj']['p50_ms']:.2f} / {r['sj']['p95_ms']:.2f} | "
+                f"| {int(n):,} | {label} | {r['sj']['p50_ms']:.2f} / {r['sj']['p95_ms']:.2f} | "
                 f"{r['chroma']['p50_ms']:.2f} / {r['chroma']['p95_ms']:.2f} | "
                 f"{r['p50_vs_chroma']:.2f}x | {rec} | {row['numpy_scan']['p50_ms']:.2f} | "
                 f"{row['langchain_time_weighted']['p50_ms']:.1f} | "
