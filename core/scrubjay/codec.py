@@ -358,7 +358,7 @@ def meta_of(rec: MemoryRecord, edges: str) -> dict[str, Any]:
 #: when it has none (valid from when it was recorded, no stated end, not replaced).
 TEMPORAL_KEY = "sj_when"
 _TEMPORAL_FIELDS = (("vf", "valid_from_s"), ("vu", "valid_until_s"),
-                    ("inv", "invalidated_at_s"), ("sup", "superseded_by"))
+                    ("inv", "invalidated_at_s"), ("sup", "superseded_by"), ("win", "window"))
 
 
 def pack_temporal(rec: MemoryRecord) -> str | None:
@@ -383,7 +383,7 @@ def temporal_fields(payload: Any) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, name in _TEMPORAL_FIELDS:
             if obj.get(key) is not None:
-                out[name] = str(obj[key]) if key == "sup" else float(obj[key])
+                out[name] = str(obj[key]) if key in ("sup", "win") else float(obj[key])
         return out
     except (ValueError, TypeError, AttributeError):
         logger.warning("Ignoring unreadable validity metadata")

@@ -47,6 +47,16 @@ def _check(cond: bool, owner: str, name: str, must: str, got: Any) -> None:
         raise ConfigError(f"The {name!r} parameter of {owner} must be {must}. Got {got!r} instead.")
 
 
+def _known_zone(name: str) -> bool:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
 def _finite(*values: float) -> bool:
     return all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
 
@@ -159,8 +169,19 @@ class DecayConfig:
     stale_ratio: float = 0.5
     """A hit is *stale* when ``U / V < stale_ratio`` at the query time (chosen: 0.5, the
     half-life: the memory has lost half its utility; at ``age = ln 2 * tau / pi``)."""
+    windows: bool = True
+    """Read a validity window stated in each new memory's text (:mod:`scrubjay.windows`:
+    "tonight from 10pm to midnight", "tomorrow at 9am", "for two nights") into its
+    ``valid_from_s`` / ``valid_until_s``: a memory whose window has ended is stale with that
+    reason, and one about a future event does not decay before the event. Off: every memory
+    is valid from when it was told, with no stated end (the paper)."""
+    time_zone: str = "UTC"
+    """The IANA time zone in which the texts' "tonight" and "9am" are meant."""
 
     def __post_init__(self) -> None:
+        _check(isinstance(self.windows, bool), "DecayConfig", "windows", "a bool", self.windows)
+        _check(isinstance(self.time_zone, str) and _known_zone(self.time_zone), "DecayConfig",
+               "time_zone", "an IANA time zone name such as 'Europe/Berlin'", self.time_zone)
         _check(_finite(self.default_value) and self.default_value > 0, "DecayConfig",
                "default_value", "> 0", self.default_value)
         _check(_finite(self.stale_ratio) and 0 < self.stale_ratio < 1, "DecayConfig",
@@ -497,9 +518,11 @@ class ScrubJayConfig:
 
     @classmethod
     def paper(cls) -> ScrubJayConfig:
-        """The paper as published: Eq. 5 ranking, the keyword fallback classifier, and no
-        supersession on add (the paper updates older memories through RCI only)."""
+        """The paper as published: Eq. 5 ranking, the keyword fallback classifier, no
+        supersession on add (the paper updates older memories through RCI only) and no
+        windows read from the text."""
         return cls(classifier=ClassifierConfig(offline="keyword"),
+                   decay=DecayConfig(windows=False),
                    search=SearchConfig(ranking="paper"),
                    supersession=SupersessionConfig(enabled=False))
 

@@ -66,6 +66,11 @@ class MemoryRecord:
     """When a later memory replaced it (the replacement's time), if one did."""
     superseded_by: str | None = None
     """The id of the memory that replaced it, if one did."""
+    window: str | None = None
+    """How its validity window was read from the text (``DecayConfig.windows``):
+    ``"stated: <the words>"`` when the text states one (``valid_from_s``/``valid_until_s``
+    hold it), ``"fallback: <why>"`` when a time expression could not be used (the learned
+    decay applies), None when the text states no time."""
 
     @property
     def recorded_at_s(self) -> float:

@@ -65,14 +65,15 @@ import logging
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, tzinfo
 from functools import lru_cache
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .errors import InvalidInputError, TimeWindowError
+from .types import MemoryRecord
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ __all__ = [
     "resolve_window",
     "window_stale_reason",
     "window_state",
+    "with_windows",
 ]
 
 WindowState = Literal["pending", "active", "ended", "open"]
@@ -866,3 +868,38 @@ def _to_window(span: _Span, rec_s: float) -> Window:
                       source="stated")
     return Window(valid_from_s=start, valid_until_s=end, event_at_s=event,
                   expression=span.expression, source="stated")
+
+
+def with_windows(records: Sequence[MemoryRecord], tz: str = "UTC") -> list[MemoryRecord]:
+    """``records`` with the window each one's text states (:func:`resolve_window`, read
+    against its ``created_at_s`` in ``tz``): ``valid_from_s`` is the start the learned decay
+    counts from (the event's time when one is stated, else the window's start; None when that
+    is the recording time), ``valid_until_s`` the stated end, and ``window`` says how it was
+    read (``"stated: <the words>"`` or ``"fallback: <why>"``). A text without a time
+    expression is left as it is.
+
+    >>> from scrubjay.types import MemoryRecord
+    >>> rec = MemoryRecord(id="m", text="The maintenance window is tonight from 10pm to "
+    ...                    "midnight", context="", label="ephemeral", pi=0.9, tau_s=3600.0,
+    ...                    value=1.0, created_at_s=1772614800.0)   # Wed 4 March 2026, 09:00 UTC
+    >>> w = with_windows([rec])[0]
+    >>> (w.valid_from_s - rec.created_at_s) / 3600, (w.valid_until_s - rec.created_at_s) / 3600
+    (13.0, 15.0)
+    >>> w.window
+    'stated: from 10pm to midnight'
+    """
+    out: list[MemoryRecord] = []
+    for rec in records:
+        w = resolve_window(rec.text, rec.created_at_s, tz=tz)
+        if w.source == "none":
+            out.append(rec)
+            continue
+        if w.source != "stated":
+            out.append(replace(rec, window=w.source))
+            continue
+        start = w.event_at_s if w.event_at_s is not None else w.valid_from_s
+        if w.valid_until_s is not None and start > w.valid_until_s:
+            start = w.valid_from_s
+        out.append(replace(rec, valid_from_s=None if start == rec.created_at_s else start,
+                           valid_until_s=w.valid_until_s, window=f"stated: {w.expression}"))
+    return out
