@@ -14,6 +14,7 @@ from it, otherwise from the full store (expected cost ``K + (1 - P_hit) N``, Pro
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from numpy.typing import NDArray
 from .config import BufferConfig
 from .graph import EpisodicGraph
 from .mirror import Mirror, Rows
+from .types import MemoryRecord
 
 __all__ = [
     "BufferBlock",
@@ -102,6 +104,8 @@ class BufferBlock:
     dst: NDArray[np.intp]
     weight: NDArray[np.float64]
     rate: NDArray[np.float64]
+    rci_newest: float = -math.inf
+    """The latest RCI update of a row (a search before it is answered by the full search)."""
 
 
 def gather_block(ids: Sequence[str], mirror: Mirror, graph: EpisodicGraph) -> BufferBlock:
@@ -127,7 +131,14 @@ def gather_block(ids: Sequence[str], mirror: Mirror, graph: EpisodicGraph) -> Bu
     rows = mirror.view().take(taken)
     return BufferBlock(rows=rows, n_buf=n_buf,
                        src=np.asarray(src, dtype=np.intp), dst=np.asarray(dst, dtype=np.intp),
-                       weight=np.asarray(weight, dtype=np.float64), rate=rows.pi / rows.tau)
+                       weight=np.asarray(weight, dtype=np.float64), rate=rows.pi / rows.tau,
+                       rci_newest=rci_newest(rows.records))
+
+
+def rci_newest(records: Sequence[MemoryRecord]) -> float:
+    """The time of the latest RCI update of ``records`` that kept its deltas (-inf: none)."""
+    return max((r.updated_at_s for r in records if r.rci_deltas and r.updated_at_s is not None),
+               default=-math.inf)
 
 
 def block_bonus(block: BufferBlock, su: NDArray[np.float64]) -> NDArray[np.float64]:

@@ -31,7 +31,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _json_string
 from typing import Any
@@ -43,6 +44,7 @@ from .types import MemoryRecord
 
 __all__ = [
     "INDEX_DRIFT_MAX_RAD",
+    "RCI_DELTAS_KEY",
     "RCI_EVENT_KEY",
     "TEMPORAL_KEY",
     "RowsBackup",
@@ -84,6 +86,8 @@ EDGES_KEY = "sj_edges"
 RCI_KEY = "sj_rci"
 #: The key a read puts the latest RCI update's event key under (from ``sj_rci``'s ``ev``).
 RCI_EVENT_KEY = "sj_rci_event"
+#: The key a read puts an ``sj_rci`` payload's time-stamped deltas under (``d``).
+RCI_DELTAS_KEY = "sj_rci_deltas"
 #: Metadata key of a memory's perishability when written, and its fields as read (the
 #: ``sj_*`` keys of schema 1, which the rest of the package reads).
 PERISH_KEY = "sj_perish"
@@ -161,9 +165,11 @@ def decode_vector(payload: str) -> NDArray[np.float32]:
 
 
 def pack_rci(value: float, pi: float, tau_s: float, updated_at_s: float, drift_rad: float,
-             what: NDArray[np.floating] | None, event: str | None = None) -> str:
+             what: NDArray[np.floating] | None, event: str | None = None,
+             deltas: Sequence[tuple[float, float, float, float]] = ()) -> str:
     """The ``sj_rci`` payload (``what=None`` when the index embedding is the exact vector;
-    ``event``: the key of the RCI event that wrote it, see :func:`scrubjay.rci.event_key`).
+    ``event``: the key of the RCI event that wrote it, see :func:`scrubjay.rci.event_key`;
+    ``deltas``: every RCI update of the memory, ``MemoryRecord.rci_deltas``).
 
     JSON written with ``repr`` of finite floats (as ``json.dumps`` would, three times faster):
 
@@ -176,6 +182,9 @@ def pack_rci(value: float, pi: float, tau_s: float, updated_at_s: float, drift_r
             f'"at":{float(updated_at_s)!r},"drift":{float(drift_rad)!r}')
     if event is not None:
         head += f',"ev":{_json_string(event)}'
+    if deltas:
+        head += ',"d":[' + ",".join(
+            f"[{float(a)!r},{float(b)!r},{float(c)!r},{float(e)!r}]" for a, b, c, e in deltas) + "]"
     return head + ("}" if what is None else f',"what":"{encode_vector(what)}"}}')
 
 
@@ -263,11 +272,26 @@ def fold_packed(meta: dict[str, Any]) -> tuple[NDArray[np.float32] | None, float
                     sj_tau=float(obj["tau"]), sj_updated=float(obj["at"]))
         if isinstance(obj.get("ev"), str):
             meta[RCI_EVENT_KEY] = obj["ev"]
+        if "d" in obj:
+            meta[RCI_DELTAS_KEY] = _read_deltas(obj["d"])
         what = decode_vector(obj["what"]) if "what" in obj else None
         return what, float(obj["drift"]) if what is not None else 0.0
     except (ValueError, KeyError, TypeError):
         logger.warning("Ignoring an unreadable RCI update in metadata")
         return None, 0.0
+
+
+def _read_deltas(raw: Any) -> tuple[tuple[float, float, float, float], ...]:
+    """The time-stamped deltas of an ``sj_rci`` payload (none when unreadable: the memory then
+    answers every as-of query with today's state)."""
+    try:
+        out = tuple((float(a), float(b), float(c), float(d)) for a, b, c, d in raw)
+    except (ValueError, TypeError):
+        out = ()
+    if not all(math.isfinite(x) for d in out for x in d) or any(d[3] <= 0 for d in out):
+        logger.warning("Ignoring unreadable RCI deltas in metadata")
+        return ()
+    return out
 
 
 def row_text(meta: dict[str, Any], document: str | None) -> str:
@@ -327,7 +351,7 @@ def record_of(row: StoredRow) -> MemoryRecord:
         created_at_s=float(m.get("sj_t", 0.0)), metadata=loads_user_meta(m.get("sj_meta")),
         annotation=str(m.get("sj_ann", "")), source=m.get("sj_src", "keyword"),
         updated_at_s=float(m["sj_updated"]) if "sj_updated" in m else None,
-        **temporal_fields(m.get(TEMPORAL_KEY)))
+        rci_deltas=m.get(RCI_DELTAS_KEY, ()), **temporal_fields(m.get(TEMPORAL_KEY)))
 
 
 def meta_of(rec: MemoryRecord, edges: str) -> dict[str, Any]:

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .timeline import records_as_of
 from .types import MemoryRecord
 
-__all__ = ["Mirror", "Rows"]
+__all__ = ["Mirror", "Rows", "rows_as_of"]
 
 
 @dataclass(slots=True)
@@ -62,6 +63,21 @@ class Rows:
                     valid_until=self.valid_until[idx], invalidated=self.invalidated[idx])
 
 
+def rows_as_of(rows: Rows, t_q: float) -> Rows:
+    """``rows`` as they were at ``t_q``: the records RCI updated after ``t_q`` with those
+    updates taken back (:func:`scrubjay.timeline.records_as_of`), in new arrays; ``rows``
+    itself when none was."""
+    records, changed = records_as_of(rows.records, t_q)
+    if not changed:
+        return rows
+    idx = np.asarray(changed, dtype=np.intp)
+    value, pi, tau = rows.value.copy(), rows.pi.copy(), rows.tau.copy()
+    value[idx] = [records[i].value for i in changed]
+    pi[idx] = [records[i].pi for i in changed]
+    tau[idx] = [records[i].tau_s for i in changed]
+    return replace(rows, records=records, value=value, pi=pi, tau=tau)
+
+
 def temporal_arrays(records: Sequence[MemoryRecord]) -> dict[str, NDArray[np.float64]]:
     """``valid_from``, ``valid_until`` and ``invalidated`` of :class:`Rows` for ``records``."""
     inf = math.inf
@@ -100,6 +116,10 @@ class Mirror:
         self._alloc(1024)
         self.wdeg = np.zeros(self._cap)  # weighted degree, for the exactness bound of Phi
         self.drift = np.zeros(self._cap)  # angle bound, indexed vs exact what (store.py)
+        # upper bounds over the rows RCI updated: the latest update's time, and the largest
+        # value one of them had at any time (an as-of search takes updates back)
+        self.rci_newest = -math.inf
+        self.rci_value_max = 0.0
 
     def _alloc(self, cap: int) -> None:
         def grow(old: NDArray[Any] | None, shape: tuple[int, ...], dtype: type) -> NDArray[Any]:
@@ -166,7 +186,15 @@ class Mirror:
         for i, rec in enumerate(records):
             self.row_of[rec.id] = lo + i
             self._records.append(rec)
+            if rec.rci_deltas:
+                self._note_rci(rec)
         self.n = hi
+
+    def _note_rci(self, rec: MemoryRecord) -> None:
+        if rec.updated_at_s is not None:
+            self.rci_newest = max(self.rci_newest, rec.updated_at_s)
+        self.rci_value_max = max(self.rci_value_max,
+                                 rec.value + sum(abs(d[1]) for d in rec.rci_deltas))
 
     def update(self, records: Sequence[MemoryRecord],
                what: NDArray[np.float32] | None = None,
@@ -177,6 +205,8 @@ class Mirror:
                            count=len(records))
         for row, rec in zip(rows.tolist(), records, strict=True):
             self._records[row] = rec
+            if rec.rci_deltas:
+                self._note_rci(rec)
         self._value[rows] = [rec.value for rec in records]
         self._pi[rows] = [rec.pi for rec in records]
         self._tau[rows] = [rec.tau_s for rec in records]

@@ -38,9 +38,9 @@ __all__ = ["Snapshot", "load_snapshot", "remove_snapshot", "save_snapshot", "sna
 logger = logging.getLogger(__name__)
 
 #: Bumped whenever the layout below changes; another version is ignored (rebuilt from Chroma).
-SNAPSHOT_VERSION = 3
+SNAPSHOT_VERSION = 4
 _STRINGS = ("id", "text", "context", "label", "annotation", "source", "metadata",
-            "superseded_by", "window")
+            "superseded_by", "window", "rci_deltas")
 _FLOATS = ("pi", "tau", "value", "t", "updated", "valid_from", "valid_until", "invalidated")
 _EDGE_FLOATS = ("weight", "semantic", "contextual", "temporal")
 
@@ -117,6 +117,8 @@ def save_snapshot(path: Path, marker: str, records: Sequence[MemoryRecord],
                      if r.metadata else "" for r in records],
         "superseded_by": [r.superseded_by or "" for r in records],
         "window": [r.window or "" for r in records],
+        "rci_deltas": [json.dumps(r.rci_deltas, separators=(",", ":")) if r.rci_deltas else ""
+                       for r in records],
     }
     for name in _STRINGS:
         arrays[f"s_{name}"], arrays[f"e_{name}"] = _pack(columns[name])
@@ -214,7 +216,9 @@ def _decode(arrays: dict[str, NDArray[Any]], dim: int | None, graph: EpisodicGra
         floats["value"], floats["t"], metadata, cols["annotation"], cols["source"],
         optional("updated"), optional("valid_from"), optional("valid_until"),
         optional("invalidated"), [s or None for s in cols["superseded_by"]],
-        [s or None for s in cols["window"]], strict=True)]
+        [s or None for s in cols["window"]],
+        [tuple(tuple(d) for d in json.loads(s)) if s else () for s in cols["rci_deltas"]],
+        strict=True)]
     ids = cols["id"]
     graph.add_edges_from_arrays(
         ids, arrays["edge_u"].tolist(), arrays["edge_v"].tolist(),

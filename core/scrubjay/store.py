@@ -783,9 +783,12 @@ class ChromaStore(ChromaReads):
     def update_rci(self, ids: Sequence[str], value: NDArray[np.floating],
                    pi: NDArray[np.floating], tau_s: NDArray[np.floating], updated_at_s: float,
                    what: NDArray[np.float32], drift_rad: NDArray[np.floating],
-                   event: str | None = None) -> NDArray[np.float64]:
+                   event: str | None = None,
+                   deltas: Sequence[Sequence[tuple[float, float, float, float]]] | None = None
+                   ) -> NDArray[np.float64]:
         """Persist RCI updates (one ``sj_rci`` metadata key per record), tagged with the
-        ``event`` key (:meth:`rci_events` reads it back).
+        ``event`` key (:meth:`rci_events` reads it back) and carrying each record's
+        time-stamped ``deltas`` (``MemoryRecord.rci_deltas``).
 
         ``drift_rad`` bounds each new what-vector's angle to its indexed embedding. Within
         :data:`INDEX_DRIFT_MAX_RAD` the exact vector goes into ``sj_rci`` only; beyond, the index
@@ -798,7 +801,8 @@ class ChromaStore(ChromaReads):
         v, p, t, d = (np.asarray(a, np.float64).tolist() for a in (value, pi, tau_s, recorded))
         at = float(updated_at_s)
         metas = [{RCI_KEY: pack_rci(v[i], p[i], t[i], at, d[i],
-                                     None if reindex[i] else what[i], event)}
+                                     None if reindex[i] else what[i], event,
+                                     deltas[i] if deltas is not None else ())}
                  for i in range(len(ids))]
         near, far = (np.flatnonzero(m).tolist() for m in (~reindex, reindex))
         if near:

@@ -71,6 +71,11 @@ class MemoryRecord:
     ``"stated: <the words>"`` when the text states one (``valid_from_s``/``valid_until_s``
     hold it), ``"fallback: <why>"`` when a time expression could not be used (the learned
     decay applies), None when the text states no time."""
+    rci_deltas: tuple[tuple[float, float, float, float], ...] = ()
+    """RCI's updates of it, oldest first, each ``(at_s, d_value, d_pi, tau_factor)``: when the
+    event happened and the change it made (value and pi added, tau multiplied). ``value``,
+    ``pi`` and ``tau_s`` hold today's state, their sum; ``search(at=t)`` takes back those made
+    after ``t`` (:func:`scrubjay.timeline.state_as_of`)."""
 
     @property
     def recorded_at_s(self) -> float:

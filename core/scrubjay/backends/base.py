@@ -33,7 +33,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
-from ..buffer import BufferBlock, BufferState
+from ..buffer import BufferBlock, BufferState, rci_newest
 from ..codec import TEMPORAL_KEY, RowsBackup, StoredRow, meta_of, pack_temporal, record_of
 from ..config import ScrubJayConfig
 from ..errors import ScrubJayError
@@ -44,6 +44,7 @@ from ..ranking import Query, rank_block, rank_paper
 from ..rci import apply_updates
 from ..snapshot import remove_snapshot, snapshot_path
 from ..store import ChromaStore
+from ..timeline import add_delta
 from ..types import Deltas, Hit, MemoryRecord, Perishability, storable
 
 __all__ = ["Backend", "BaseBackend", "Batch", "weakly"]
@@ -354,12 +355,15 @@ class BaseBackend:
         block = self.buffer_block(state)
         if block is not None:
             # a buffered memory told after the query time: the full search answers
-            if block.n_buf < q.k or float(block.rows.t[: block.n_buf].max()) > q.t_q:
+            # (or one RCI updated after it: the full search takes the update back)
+            if (block.n_buf < q.k or float(block.rows.t[: block.n_buf].max()) > q.t_q
+                    or block.rci_newest > q.t_q):
                 return None
             hits = rank_block(block, q, stale_ratio=self.config.decay.stale_ratio)
         else:
             rows = self.rows(ids)
-            if len(rows) < q.k or float(rows.t.max()) > q.t_q:
+            if (len(rows) < q.k or float(rows.t.max()) > q.t_q
+                    or rci_newest(rows.records) > q.t_q):
                 return None
             hits = self.rank(rows, q, from_buffer=True)
         if hits and hits[0].score >= self.config.buffer.theta:
@@ -609,14 +613,19 @@ class BaseBackend:
         drift = drift + 2.0 * np.arcsin(np.minimum(1.0, chord / 2.0))
         t = float(t_n)
         values, pis, taus = upd.value.tolist(), upd.pi.tolist(), upd.tau_s.tolist()
-        new_records = [replace(r, value=values[i], pi=pis[i], tau_s=taus[i], updated_at_s=t)
-                       for i, r in enumerate(rows.records)]
+        new_records = []
+        for i, r in enumerate(rows.records):
+            rec = replace(r, value=values[i], pi=pis[i], tau_s=taus[i], updated_at_s=t)
+            # kept as a time-stamped delta, so that a search before t takes it back
+            new_records.append(replace(rec, rci_deltas=add_delta(
+                r.rci_deltas, t, (r.value, r.pi, r.tau_s), (rec.value, rec.pi, rec.tau_s))))
         if len(upd.value):  # upper bounds: they hold whichever of the writes land
             self._value_max = max(self._value_max, float(np.max(upd.value)))
             self._drift_max = max(self._drift_max, float(np.max(drift)))
         try:
             recorded = self.store.update_rci(rows.ids, upd.value, upd.pi, upd.tau_s, t,
-                                             upd.what, drift, event)
+                                             upd.what, drift, event,
+                                             deltas=[r.rci_deltas for r in new_records])
         except ScrubJayError:
             # an update written in several calls may have landed in part: what this backend
             # holds takes the rows as stored, so that the memory answers as a reopen would

@@ -29,7 +29,7 @@ from ..linking import (
     LinkCandidates,
     _components,
 )
-from ..mirror import Mirror, Rows
+from ..mirror import Mirror, Rows, rows_as_of
 from ..ranking import Query, lexical_scores, rank_paper, rank_relevance, relevance_keys
 from ..rci import affinities
 from ..scoring import drifted_similarity_bound, relevance_bound
@@ -391,7 +391,14 @@ class MirroredBackend(BaseBackend):
         """Mirror rows of neighbours that are not among a search's candidates."""
         assert self._mirror is not None
         row_of = self._mirror.row_of
-        return self._mirror.view().take([row_of[j] for j in missing if j in row_of])
+        rows = self._mirror.view().take([row_of[j] for j in missing if j in row_of])
+        return self._as_of(rows, q.t_q) if q is not None else rows
+
+    def _as_of(self, rows: Rows, t_q: float) -> Rows:
+        """``rows`` as they were at ``t_q`` (RCI's later updates taken back), cheaply ``rows``
+        itself when no update is later than ``t_q``."""
+        assert self._mirror is not None
+        return rows_as_of(rows, t_q) if t_q < self._mirror.rci_newest else rows
 
     def search(self, q: Query) -> list[Hit]:
         assert self._mirror is not None  # the facade asks only a backend that holds memories
@@ -414,6 +421,7 @@ class MirroredBackend(BaseBackend):
             if len(seen) < len(rows):
                 rows, exhaustive = rows.take(seen), False
                 ell = ell[seen] if ell is not None else None
+        rows = self._as_of(rows, q.t_q)
         if q.exclude_stale:
             fresh = np.flatnonzero(_current(rows, q.t_q, decay.stale_ratio))
             if len(fresh) < len(rows):
@@ -462,13 +470,15 @@ class MirroredBackend(BaseBackend):
         view = mirror.view()
         value_max, drift_max = mirror.maxima()
         value_max = max(v0, value_max)
+        if q.t_q < mirror.rci_newest:  # RCI's later updates are taken back
+            value_max = max(value_max, mirror.rci_value_max)
         cap = max(self.config.search.candidates, k)
         n = min(cap, SERVER_FIRST_PER_K * k)
         while True:
             found, sims = self.store.query_scored("what", q.e_q, n, rows=False)
-            rows = view.take(sorted({mirror.row_of[m] for m in
-                                     [*(r.id for r in found), *lexical_ids]
-                                     if m in mirror.row_of}))
+            rows = self._as_of(view.take(sorted({mirror.row_of[m] for m in
+                                                 [*(r.id for r in found), *lexical_ids]
+                                                 if m in mirror.row_of})), q.t_q)
             if len(found) < n or n >= cap:
                 return rows
             ell = (lexical_scores(rows, list(lexical_ids), list(lexical_bm25), idf_sum)

@@ -35,11 +35,11 @@ from ..graph import (
     temporal_horizon_s,
 )
 from ..linking import NO_CANDIDATES, LinkCandidates, pair_dots
-from ..mirror import Rows, temporal_arrays
+from ..mirror import Rows, rows_as_of, temporal_arrays
 from ..ranking import Query, partial_scores
 from ..rci import affinities
 from ..scoring import drifted_similarity_bound, relevance_bound, relevance_key
-from ..timeline import CURRENT, REASONS, stale_reasons, time_factor, visible
+from ..timeline import CURRENT, REASONS, records_as_of, stale_reasons, time_factor, visible
 from ..timeread import TimeNeighbours
 from ..types import Hit, MemoryRecord, Perishability
 from .base import BaseBackend, Batch
@@ -420,7 +420,7 @@ class ServerBackend(BaseBackend):
     def search(self, q: Query) -> list[Hit]:
         if self.config.search.ranking == "relevance":
             return self._server_relevance(q.e_q, q.c_q, q.weights, q.k, q.t_q, q.exclude_stale)
-        rows = self._server_candidates(q.e_q, q.c_q)
+        rows = rows_as_of(self._server_candidates(q.e_q, q.c_q), q.t_q)
         keep = visible(rows.t, q.t_q)  # memories told after the query time are not seen
         if q.exclude_stale:
             _, reason = stale_reasons(rows.value, rows.pi, rows.tau, rows.valid_from,
@@ -432,7 +432,7 @@ class ServerBackend(BaseBackend):
         return self.rank(rows, q)
 
     def _outside(self, missing: list[str], q: Query) -> Rows:
-        return self._fetch_rows(missing, where=bool(np.any(q.c_q)))
+        return rows_as_of(self._fetch_rows(missing, where=bool(np.any(q.c_q))), q.t_q)
 
     def _server_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> Rows:
         n = self.config.search.candidates
@@ -469,7 +469,8 @@ class ServerBackend(BaseBackend):
         graph_of = _DeferredGraph(self, cand, [cand.records[i].id for i in top], e_q, c_q,
                                   weights, t_q)
         w = tuple(float(x) for x in weights)
-        return [Hit.deferred(graph_of=graph_of, record=cand.records[i], score=float(key[i]),
+        records, _ = records_as_of(cand.records, t_q)  # as they were at t_q
+        return [Hit.deferred(graph_of=graph_of, record=records[i], score=float(key[i]),
                              utility=float(u[i]), stale=bool(why[i] != CURRENT),
                              what=float(cand.sim_what[i]), where=float(cand.sim_where[i]),
                              when=float(u[i]), weights=w,  # type: ignore[arg-type]
@@ -486,7 +487,10 @@ class ServerBackend(BaseBackend):
         :func:`~scrubjay.ranking.relevance_keys`' (its time factor is at most 1, so the
         relevance bounds of the memories left out still hold)."""
         value = cand.value
-        recs = cand.records
+        recs, changed = records_as_of(cand.records, t_q)  # RCI's later updates taken back
+        if changed:
+            value = value.copy()
+            value[changed] = [recs[i].value for i in changed]
         t = np.array([r.created_at_s for r in recs], dtype=np.float64)
         times = temporal_arrays(recs)
         u, why = stale_reasons(value, np.array([r.pi for r in recs], dtype=np.float64),
