@@ -47,6 +47,12 @@ def test_perf_quick_writes_every_section(tmp_path) -> None:
         assert res["ingest"]["server"][name]["sj_per_s"] > 0
         assert math.isfinite(res["ingest"]["server"][name]["overhead_with_mirror"])
         assert res["ingest"]["server"][name]["single"]["with_mirror"]["p50_ms"] > 0
+        # the lexical channel's cost at add time, against the same memory without it
+        assert res["ingest"][name]["without_lexical_per_s"] > 0
+        assert math.isfinite(res["ingest"][name]["lexical_ratio"])
+        assert res["ingest"][name]["single"]["without_lexical"]["p50_ms"] > 0
+        assert math.isfinite(res["ingest"][name]["single"]["lexical_ratio_p50"])
+    assert "lexical channel's cost at add time" in (tmp_path / "perf.md").read_text()
     for mode_rows in (res["ingest"], res["ingest"]["server"]):  # one add at a time
         for name in ("synthetic", "bundled"):
             one = mode_rows[name]["single"]

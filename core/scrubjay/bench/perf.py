@@ -474,8 +474,12 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     # own folder: what the paper's graph costs at add time, measured in the same alternation
     flat = ScrubJayConfig(llm=LLMConfig(annotate=False), graph=GraphConfig(max_neighbors=0))
     flat_path = None if client else path.with_name(path.name + "-no-graph")
+    # embedded, also the memory without the lexical channel (its own folder): what the
+    # full-text index costs at add time, measured in the same alternation
+    no_lex_path = None if client else path.with_name(path.name + "-no-lexical")
     # against a server, also a process that keeps a mirror (its own namespace, same batches)
     mirrored: Any = None
+    no_lex: Any = None
     if name == "synthetic":
         def embed(ts: list[str]) -> Any:
             return corpus.embed(ts)
@@ -485,6 +489,9 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
         if client is not None:
             mirrored = _memory(None, corpus, client=client, config=_mirrored_config(),
                                namespace="ingest-mirror")
+        else:
+            no_lex = _memory(no_lex_path, corpus, config=_no_lexical_config(),
+                             namespace="ingest-no-lexical")
     else:
         model = WordLlamaEmbedder()
 
@@ -500,6 +507,10 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             mirrored = ScrubJayMemory(client=client, namespace="ingest-bundled-mirror",
                                       embedder=model, config=_mirrored_config(),
                                       clock=_clock(T0 + len(items) + 3600))
+        else:
+            no_lex = ScrubJayMemory(path=no_lex_path, namespace="ingest-bundled-no-lexical",
+                                    embedder=model, config=_no_lexical_config(),
+                                    clock=_clock(T0 + len(items) + 3600))
     # the write alone: the Chroma rows scrubjay wrote (text, perishability, ... as metadata;
     # an embedded store keeps the adjacency in its edge file, not replayed)
     # replayed into a fresh collection, without the work that computed them; and a second
@@ -507,10 +518,11 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
     col, as_meta, replay = (raw_client.get_or_create_collection(
         f"{name}-{role}", embedding_function=None, configuration={"hnsw": {"space": "cosine"}})
         for role in ("raw", "raw-text-as-meta", "replay"))
-    raw_s = meta_s = sj_s = replay_s = raw_cpu_s = flat_s = mirror_s = 0.0
+    raw_s = meta_s = sj_s = replay_s = raw_cpu_s = flat_s = mirror_s = no_lex_s = 0.0
     one_sj: list[float] = []
     one_raw: list[float] = []
     one_mirror: list[float] = []
+    one_no_lex: list[float] = []
     try:
         for lo in range(0, n, batch):
             part = items[lo:min(n, lo + batch)]
@@ -536,6 +548,10 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
                 t = time.perf_counter()
                 mirrored.add_many(part)
                 mirror_s += time.perf_counter() - t
+            if no_lex is not None:
+                t = time.perf_counter()
+                no_lex.add_many(part)
+                no_lex_s += time.perf_counter() - t
             rows = mem._store.what.get(ids=[p["id"] for p in part],
                                        include=["embeddings", "documents", "metadatas"])
             kw = {"documents": rows["documents"]} if any(rows["documents"]) else {}
@@ -556,11 +572,16 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
                 t = time.perf_counter()
                 mirrored.add(p["text"], at=p["at"])
                 one_mirror.append(time.perf_counter() - t)
+            if no_lex is not None:
+                t = time.perf_counter()
+                no_lex.add(p["text"], at=p["at"])
+                one_no_lex.append(time.perf_counter() - t)
     finally:
         mem.close()
         no_graph.close()
-        if mirrored is not None:
-            mirrored.close()
+        for other in (mirrored, no_lex):
+            if other is not None:
+                other.close()
     single: dict[str, Any] = {}
     if one_sj:
         single = {"sj": {**_pct(one_sj), "mean_ms": 1e3 * float(np.mean(one_sj))},
@@ -571,8 +592,15 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             single["with_mirror"] = {**_pct(one_mirror),
                                      "mean_ms": 1e3 * float(np.mean(one_mirror))}
             single["ratio_p50_with_mirror"] = float(np.median(one_mirror) / np.median(one_raw))
+        if one_no_lex:
+            single["without_lexical"] = {**_pct(one_no_lex),
+                                         "mean_ms": 1e3 * float(np.mean(one_no_lex))}
+            # the lexical channel's cost on one add: with it over without it
+            single["lexical_ratio_p50"] = float(np.median(one_sj) / np.median(one_no_lex))
     mirror = {} if mirrored is None else {"with_mirror_per_s": n / mirror_s,
                                           "overhead_with_mirror": mirror_s / raw_s - 1.0}
+    if no_lex is not None:
+        mirror.update(without_lexical_per_s=n / no_lex_s, lexical_ratio=sj_s / no_lex_s)
     return {"single": single, **mirror,
             "sj_per_s": n / sj_s, "embed_plus_chroma_add_per_s": n / raw_s,
             "overhead": sj_s / raw_s - 1.0,
@@ -858,6 +886,21 @@ def _table(res: dict[str, Any]) -> str:
                 lines.append(f"| {mode}, with a mirror | {name} | {wm['p50_ms']:.1f} / "
                              f"{wm['p95_ms']:.1f} / {wm['mean_ms']:.1f} | {raw['p50_ms']:.1f} / "
                              f"{raw['mean_ms']:.1f} | {r['ratio_p50_with_mirror']:.2f}x |")
+    lex = [(name, ing[name]) for name in ("synthetic", "bundled")
+           if "lexical_ratio" in ing.get(name, {})]
+    if lex:
+        lines += ["", ("The lexical channel's cost at add time (embedded; the same batches and "
+                       "one-at-a-time adds into a memory without it, alternating):"), "",
+                  ("| embedder | add_many memories/s with / without | per memory, with over "
+                   "without | one `add` p50 ms with / without | ratio |"),
+                  "|---|---|---|---|---|"]
+        for name, r in lex:
+            one = r.get("single", {})
+            wo = one.get("without_lexical")
+            lines.append(f"| {name} | {r['sj_per_s']:.0f} / {r['without_lexical_per_s']:.0f} | "
+                         f"{r['lexical_ratio']:.2f}x | "
+                         + (f"{one['sj']['p50_ms']:.1f} / {wo['p50_ms']:.1f} | "
+                            f"{one['lexical_ratio_p50']:.2f}x |" if wo else "- | - |"))
     if "synthetic" in ing:
         busy = ing["synthetic"]["raw_add_cores_busy"]
         lines += ["", (f"The embedded raw Chroma add kept {busy:.2f} of {res['nproc']} cores "
