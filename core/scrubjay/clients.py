@@ -91,6 +91,28 @@ def query(col: Any, **kwargs: Any) -> Any:
         return {key: [[] for _ in range(n)] for key in
                 ("ids", "distances", "metadatas", "documents", "embeddings")}
 
+
+def _drop_cached_system(folder: str) -> None:
+    """Forget the Chroma system cached for ``folder`` when no client holds it any more.
+
+    Chroma keeps one system per folder in ``SharedSystemClient._identifier_to_system`` and
+    caches it before starting it: a start that failed (a full disk) stays there, unstarted,
+    and every later client of the folder in this process gets it ("'RustBindingsAPI' object
+    has no attribute 'bindings'"). A cached system with no reference count is such a leftover
+    (a client's close pops the system with its last reference); other folders' systems, and
+    one another client still holds, are left alone (``clear_system_cache`` would drop all).
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient as Shared
+
+    with Shared._refcount_lock:
+        if Shared._identifier_to_refcount.get(folder, 0) > 0:
+            return
+        system = Shared._identifier_to_system.pop(folder, None)
+    if system is not None:
+        with contextlib.suppress(Exception):  # a half-started system may not stop cleanly
+            system.stop()
+
+
 class EmbeddedClients:
     """One ``PersistentClient`` and one ``flock`` per folder per process, reference-counted.
 
@@ -154,8 +176,11 @@ class EmbeddedClients:
                     "processes run `chroma run --path DIR --port P` and pass "
                     "client=chromadb.HttpClient(host=..., port=...).") from exc
             try:
+                _drop_cached_system(folder)  # a system whose start failed before
                 client = persistent_client(folder)
             except Exception as exc:
+                with contextlib.suppress(Exception):
+                    _drop_cached_system(folder)  # this start's, for the next open
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
                 handle.close()
                 raise wrap_error(f"open the store at {folder!r}", exc) from exc
@@ -177,6 +202,8 @@ class EmbeddedClients:
             # (a cached system keeps stale index state: "Error finding id" on the next read).
             with contextlib.suppress(Exception):
                 client.close()
+            with contextlib.suppress(Exception):
+                _drop_cached_system(folder)
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()

@@ -16,6 +16,7 @@ import contextlib
 import errno
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,6 +142,34 @@ def test_enospc_during_purge_loses_nothing_acknowledged(tmp_path: Path) -> None:
             again.close()
     FIGURES["purge"] = {"kept": len(kept), "deleted": len(deleted),
                         "error": _cause_chain(info.value)[:160]}
+
+
+def test_open_failed_on_full_disk_reopens_once_there_is_room(tmp_path: Path) -> None:
+    with _small_disk(tmp_path / "disk") as disk:
+        fresh, kept = disk / "fresh", disk / "kept"
+        mem = _open(kept)
+        acked = {r.id for r in mem.add_many(_batch("k", 50))}
+        mem.close()
+        ballast = _fill(disk)
+        failures = []
+        for path in (fresh, kept):  # a new store, and one that holds memories
+            with pytest.raises(ScrubJayError) as info:
+                _open(path)
+            assert isinstance(info.value, StoreError), _cause_chain(info.value)
+            failures.append(info.value)
+        ballast.unlink()
+        t0 = time.monotonic()
+        for path, expected in ((fresh, set()), (kept, acked)):  # the same process, with room
+            again = _open(path)
+            try:
+                assert {r.id for r in again} == expected
+                again.add("the disk has room again")
+                assert len(again) == len(expected) + 1
+            finally:
+                again.close()
+    FIGURES["open"] = {"failed_opens": len(failures), "reopened": 2,
+                       "reopen_s": round(time.monotonic() - t0, 2),
+                       "error": _cause_chain(failures[1])[:160]}
 
 
 def test_report_figures() -> None:
