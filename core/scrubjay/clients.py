@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -56,6 +57,8 @@ def persistent_client(path: str) -> Any:
 
 def wrap_error(action: str, exc: Exception) -> StoreError:
     """A Chroma failure as the package's :class:`StoreError` (``raise ... from exc``)."""
+    if isinstance(exc, StoreError):  # a client that takes no more calls says why itself
+        return StoreError(f"Chroma failed to {action}: {exc}")
     return StoreError(f"Chroma failed to {action}: {type(exc).__name__}: {exc}")
 
 
@@ -91,6 +94,80 @@ def query(col: Any, **kwargs: Any) -> Any:
         return {key: [[] for _ in range(n)] for key in
                 ("ids", "distances", "metadatas", "documents", "embeddings")}
 
+#: What a Chroma error says when a write found the disk full: SQLite's SQLITE_FULL, the
+#: kernel's ENOSPC (an index file), and the compaction of a log that could not be applied
+#: (the form a 2 MB disk gave).
+_DISK_FULL = ("database or disk is full", "No space left on device", "os error 28",
+              "Failed to apply logs to the metadata segment")
+
+
+def _drop_cached_system(folder: str) -> None:
+    """Forget the Chroma system cached for ``folder`` when no client holds it any more.
+
+    Chroma keeps one system per folder in ``SharedSystemClient._identifier_to_system`` and
+    caches it before starting it: a start that failed (a full disk) stays there, unstarted,
+    and every later client of the folder in this process gets it ("'RustBindingsAPI' object
+    has no attribute 'bindings'"). A cached system with no reference count is such a leftover
+    (a client's close pops the system with its last reference); other folders' systems, and
+    one another client still holds, are left alone (``clear_system_cache`` would drop all).
+    """
+    from chromadb.api.shared_system_client import SharedSystemClient as Shared
+
+    with Shared._refcount_lock:
+        if Shared._identifier_to_refcount.get(folder, 0) > 0:
+            return
+        system = Shared._identifier_to_system.pop(folder, None)
+    if system is not None:
+        with contextlib.suppress(Exception):  # a half-started system may not stop cleanly
+            system.stop()
+
+
+def _is_collection(value: Any) -> bool:
+    from chromadb.api.models.Collection import Collection
+
+    return isinstance(value, Collection)
+
+
+class _Guarded:
+    """A client or collection of an embedded folder whose calls stop at a full disk.
+
+    After a Chroma write of the folder failed on a full disk, Chroma's next write (in tests,
+    the delete that undoes the failed batch; or a collection update) could wait forever on a
+    lock its SQLite left held, inside Rust and holding the GIL, so that no thread of the
+    process runs again. Once such a failure is seen, every call through the folder's client
+    raises :class:`StoreError` instead (:meth:`EmbeddedClients.check`), until the last memory
+    of the folder is closed: the next open makes a fresh Chroma system, which writes again.
+    """
+
+    __slots__ = ("_folder", "_target")
+
+    def __init__(self, target: Any, folder: str) -> None:
+        self._target = target
+        self._folder = folder
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if not callable(value):
+            return value
+        folder = self._folder
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            EmbeddedClients.check(folder)
+            try:
+                out = value(*args, **kwargs)
+            except Exception as exc:
+                if any(m in str(exc) for m in _DISK_FULL):
+                    EmbeddedClients.mark_disk_full(folder, exc)
+                raise
+            return _Guarded(out, folder) if _is_collection(out) else out
+
+        return call
+
+    def __repr__(self) -> str:
+        return f"<guarded {self._target!r}>"
+
+
 class EmbeddedClients:
     """One ``PersistentClient`` and one ``flock`` per folder per process, reference-counted.
 
@@ -107,6 +184,36 @@ class EmbeddedClients:
     #: The parent's clients in a forked child: kept referenced, never used or closed (their
     #: Chroma system's threads did not survive the fork; closing one could hang).
     _inherited: ClassVar[list[Any]] = []
+    #: Folders whose client saw a write fail on a full disk, with that failure: their calls
+    #: raise :class:`StoreError` until the folder's last release (:class:`_Guarded`).
+    _disk_full: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def mark_disk_full(cls, folder: str, exc: Exception) -> None:
+        """Stop the calls of ``folder``'s client: a write of it failed on a full disk."""
+        with cls._lock:
+            if folder in cls._open and folder not in cls._disk_full:
+                cls._disk_full[folder] = f"{type(exc).__name__}: {exc}"
+                logger.warning("A write of the embedded store at %r failed on a full disk; "
+                               "its Chroma client takes no more calls until the store is "
+                               "closed and opened again: %s", folder, exc)
+
+    @classmethod
+    def disk_full(cls, folder: str) -> bool:
+        """Whether ``folder``'s client stopped its calls (:meth:`mark_disk_full`)."""
+        return folder in cls._disk_full
+
+    @classmethod
+    def check(cls, folder: str) -> None:
+        """Raise :class:`StoreError` when ``folder``'s client stopped its calls."""
+        reason = cls._disk_full.get(folder)
+        if reason is not None:
+            raise StoreError(
+                f"The embedded store at {folder!r} takes no more reads or writes in this "
+                f"process: a write failed on a full disk ({reason[:200]}), and Chroma's next "
+                "call could wait forever on the lock that failure left. Free disk space, "
+                "close every memory of the store and open it again (in this process or "
+                "another); the open finishes the clean-up of the failed writes.")
 
     @classmethod
     def _forget_after_fork(cls) -> None:
@@ -123,6 +230,7 @@ class EmbeddedClients:
             with contextlib.suppress(OSError):
                 handle.close()
         cls._open = {}
+        cls._disk_full = {}
 
     @classmethod
     def acquire(cls, folder: str, *, create: bool = True) -> Any:
@@ -133,7 +241,7 @@ class EmbeddedClients:
             if folder in cls._open:
                 client, handle, refs = cls._open[folder]
                 cls._open[folder] = (client, handle, refs + 1)
-                return client
+                return _Guarded(client, folder)
             p = Path(folder)
             if not create and not (p / "chroma.sqlite3").is_file():
                 raise NamespaceNotFoundError(
@@ -154,13 +262,16 @@ class EmbeddedClients:
                     "processes run `chroma run --path DIR --port P` and pass "
                     "client=chromadb.HttpClient(host=..., port=...).") from exc
             try:
+                _drop_cached_system(folder)  # a system whose start failed before
                 client = persistent_client(folder)
             except Exception as exc:
+                with contextlib.suppress(Exception):
+                    _drop_cached_system(folder)  # this start's, for the next open
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
                 handle.close()
                 raise wrap_error(f"open the store at {folder!r}", exc) from exc
             cls._open[folder] = (client, handle, 1)
-            return client
+            return _Guarded(client, folder)
 
     @classmethod
     def release(cls, folder: str) -> None:
@@ -177,6 +288,9 @@ class EmbeddedClients:
             # (a cached system keeps stale index state: "Error finding id" on the next read).
             with contextlib.suppress(Exception):
                 client.close()
+            with contextlib.suppress(Exception):
+                _drop_cached_system(folder)
+            cls._disk_full.pop(folder, None)  # the next open makes a fresh system
             with contextlib.suppress(OSError):
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
             handle.close()

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -120,6 +121,14 @@ def _set_sync_threshold(col: Any) -> None:
 
 #: Waits between the tries of a Chroma change that found its SQLite database locked.
 _LOCKED_RETRY_S = (0.05, 0.1, 0.2, 0.4, 0.8)
+
+#: Clean-ups a full disk kept from running, per embedded folder and collection prefix: the
+#: delete of a failed batch's rows, the write-back of the memories it replaced. Once a write
+#: failed on a full disk the folder's client takes no more calls
+#: (:meth:`EmbeddedClients.check`); the namespace's next open in this process runs them, in
+#: order, before anything is read.
+_DEFERRED: dict[tuple[str, str], list[tuple[str, Any]]] = {}
+_DEFERRED_LOCK = threading.Lock()
 
 
 class ChromaReads:
@@ -400,14 +409,15 @@ class ChromaStore(ChromaReads):
             raise wrap_error(f"open the collections of namespace {namespace!r}", exc) from exc
         for col in (self.what, self.where):
             _set_sync_threshold(col)
+        #: Reads by creation time (server mode's temporal link candidates).
+        self.times = TimeReads(lambda: self.what, self._local_times if path is not None else None)
         if path is not None:
             try:
                 self._edge_file = EdgeFile(path, namespace)
+                self._run_deferred()
             except StoreError:
                 self.close()
                 raise
-        #: Reads by creation time (server mode's temporal link candidates).
-        self.times = TimeReads(lambda: self.what, self._local_times if path is not None else None)
 
     @classmethod
     def open_path(cls, path: str | os.PathLike[str], namespace: str, *,
@@ -419,6 +429,39 @@ class ChromaStore(ChromaReads):
         client = EmbeddedClients.acquire(key, create=create)
         # a failed open releases this share itself (``__init__`` closes the store)
         return cls(client=client, namespace=namespace, path=key, create=create)
+
+    def _defer(self, op: str, arg: Any) -> bool:
+        """Keep a clean-up (``"delete"`` ids, ``"restore"`` a backup) for the next open when
+        a full disk stopped this folder's client; False (nothing kept) otherwise."""
+        if self.path is None or not EmbeddedClients.disk_full(self.path):
+            return False
+        with _DEFERRED_LOCK:
+            _DEFERRED.setdefault((self.path, self.prefix + self.namespace), []).append((op, arg))
+        return True
+
+    def _run_deferred(self) -> None:
+        """Run the clean-ups a full disk kept from running (:data:`_DEFERRED`); one that
+        fails stays, with the rest, for the next open, and the open raises."""
+        assert self.path is not None
+        key = (self.path, self.prefix + self.namespace)
+        with _DEFERRED_LOCK:
+            ops = _DEFERRED.pop(key, [])
+        for k, (op, arg) in enumerate(ops):
+            try:
+                if op == "delete":
+                    self._delete(arg)
+                else:
+                    self.restore(arg)
+            except StoreError as exc:
+                with _DEFERRED_LOCK:
+                    _DEFERRED[key] = ops[k:] + _DEFERRED.get(key, [])
+                raise StoreError(
+                    f"Could not finish the clean-up of the writes that failed on a full disk "
+                    f"in namespace {self.namespace!r} (free disk space and open the store "
+                    f"again): {exc}") from exc
+        if ops:
+            logger.info("Finished %d clean-ups of writes that failed on a full disk in "
+                        "namespace %r", len(ops), self.namespace)
 
     def close(self) -> None:
         """Release this store's share of the embedded client and its process lock (against a
@@ -678,9 +721,16 @@ class ChromaStore(ChromaReads):
     def restore(self, backup: RowsBackup) -> None:
         """Write back the rows and adjacency of ``backup``, over whatever a failed replacement
         of them left (its rows are deleted first)."""
-        ids = backup.ids
-        if not ids:
+        if not backup.ids:
             return
+        try:
+            self._restore(backup)
+        except StoreError:
+            self._defer("restore", backup)  # a full disk: at the next open
+            raise
+
+    def _restore(self, backup: RowsBackup) -> None:
+        ids = backup.ids
         with self._tracked_write([*ids, *(j for j, _ in backup.adjacency)]):
             self._delete(ids)
             try:
@@ -722,8 +772,10 @@ class ChromaStore(ChromaReads):
             if then is not None:
                 then()
         except StoreError:
-            with contextlib.suppress(StoreError):
+            try:
                 self._delete(ids)
+            except StoreError:
+                self._defer("delete", list(ids))  # a full disk: at the next open
             raise
 
     def _add(self, ids: Sequence[str], texts: Sequence[str], metas: Sequence[dict[str, Any]],
