@@ -34,6 +34,7 @@ parser (the call itself belongs to the caller), with the offline decision as the
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -608,8 +609,15 @@ def _as_first_person(text: str) -> str:
     return _THE_USER_RE.sub(lambda m: "my" if m.group(0).endswith(("'s", "’s")) else "I", text)
 
 
+#: Texts whose claims are kept (chosen: a batch's new memories and their candidates, which
+#: recur from one new memory to the next; a claim is a few hundred bytes).
+CLAIM_CACHE = 8192
+
+
+@functools.lru_cache(maxsize=CLAIM_CACHE)
 def parse_claim(text: str) -> Claim:
-    """Read the subject, slot cues, values and cue words of one memory.
+    """Read the subject, slot cues, values and cue words of one memory (cached by text: a
+    claim is immutable).
 
     >>> c = parse_claim("I parked on level 3, spot D3")
     >>> c.owner, sorted(c.slots), sorted(v for _, v in c.values)
@@ -980,8 +988,9 @@ def detect_supersessions(new: Statement, candidates: Sequence[Statement], *,
                          ) -> tuple[Supersession, ...]:
     """The older candidates ``new`` supersedes (score >= the model's threshold), best first.
 
-    >>> new = Statement(id="n", text="I parked on level 3, spot D3", recorded_at_s=2.0)
-    >>> old = Statement(id="o", text="I parked on level 2, spot B17", recorded_at_s=1.0)
+    >>> w = np.array([1.0, 0.0])  # the two what-embeddings: as close as paraphrases
+    >>> new = Statement(id="n", text="I parked on level 3, spot D3", what=w, recorded_at_s=2.0)
+    >>> old = Statement(id="o", text="I parked on level 2, spot B17", what=w, recorded_at_s=1.0)
     >>> [(h.old_id, h.slot) for h in detect_supersessions(new, [old])]
     [('o', 'parking spot')]
     """
