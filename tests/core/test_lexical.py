@@ -259,10 +259,12 @@ _CHILD = textwrap.dedent("""
         with open(store_file, "a") as fh:  # the store (Chroma) is written first
             fh.write("\\n".join(batch) + "\\n"); fh.flush(); os.fsync(fh.fileno())
         ix.add(batch, [f"note {i} about topic{i}" for i in batch])
-        if n % 100 == 0:
+        if n and n % 100 == 0:
             ix.delete([f"m{n - 50}"])
             lines = [l for l in open(store_file).read().split("\\n") if l and l != f"m{n - 50}"]
-            open(store_file, "w").write("\\n".join(lines) + "\\n")
+            with open(store_file + ".tmp", "w") as fh:  # the store's delete: atomic
+                fh.write("\\n".join(lines) + "\\n"); fh.flush(); os.fsync(fh.fileno())
+            os.replace(store_file + ".tmp", store_file)
         n += 20
 """)
 
@@ -278,11 +280,12 @@ def test_sigkill_during_writes_then_reopen_repairs(tmp_path: Path, delay_s: floa
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    ids = [line for line in store_file.read_text().split("\n") if line]
+    ids = [line for line in store_file.read_text().split("\n") if line] \
+        if store_file.exists() else []
     ix = LexicalIndex.open(tmp_path / "lex", "crash", lambda: ids,
                            lambda: [(i, f"note {i} about topic{i}") for i in ids])
     assert ix.checksum == id_checksum(ids)
-    for i in (ids[0], ids[len(ids) // 2], ids[-1]):
+    for i in (ids[0], ids[len(ids) // 2], ids[-1]) if ids else ():
         assert ix.query(f"topic{i}", 1)[0] == [i]
     assert ix.query("topicnothere", 5) == ([], [])
     ix.close()
