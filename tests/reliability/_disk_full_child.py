@@ -32,11 +32,8 @@ def _batch(tag: str, n: int) -> list[dict[str, str]]:
             for j in range(n)]
 
 
-def main() -> None:
-    disk, free_kb, rounds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    path = disk / "store"
-    mem = _open(path)
-    acked = {r.id for r in mem.add_many(_batch("a", 100))}
+def fill(disk: Path) -> Path:
+    """Write a ballast file until the disk is full; return it."""
     ballast = disk / "ballast"
     with open(ballast, "ab", buffering=0) as f:
         for size in (1 << 20, 1 << 12, 1):
@@ -45,6 +42,15 @@ def main() -> None:
                     f.write(b"\0" * size)
             except OSError as exc:
                 assert exc.errno == errno.ENOSPC
+    return ballast
+
+
+def main() -> None:
+    disk, free_kb, rounds = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    path = disk / "store"
+    mem = _open(path)
+    acked = {r.id for r in mem.add_many(_batch("a", 100))}
+    ballast = fill(disk)
     os.truncate(ballast, max(0, ballast.stat().st_size - free_kb * 1024))
     calls = []
     for k in range(rounds):

@@ -18,7 +18,6 @@ few KB free, where ENOSPC comes part-way through a batch and Chroma's next call 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import subprocess
@@ -28,17 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scrubjay import (
-    ClassifierConfig,
-    MemoryNotFoundError,
-    ScrubJayConfig,
-    ScrubJayError,
-    ScrubJayMemory,
-    StoreError,
-)
-from scrubjay.testing import HashEmbedder
 
-CFG = ScrubJayConfig(classifier=ClassifierConfig(offline="keyword"))
+# the store, batches and ballast of the child processes, shared (this folder is on sys.path)
+from _disk_full_child import _batch, _open
+from _disk_full_child import fill as _fill
+from scrubjay import MemoryNotFoundError, ScrubJayError, StoreError
+
 #: The tmpfs size: room for the store and a few hundred memories (chosen).
 DISK = "32m"
 ROUNDS = int(os.environ.get("SCRUBJAY_ENOSPC_ROUNDS", "5"))
@@ -64,28 +58,6 @@ def _small_disk(folder: Path) -> Iterator[Path]:
         yield folder
     finally:
         subprocess.run(["umount", "-l", str(folder)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    """Write a ballast file until the disk is full; return it."""
-    ballast = disk / "ballast"
-    with open(ballast, "ab", buffering=0) as f:
-        for size in (1 << 20, 1 << 12, 1):
-            try:
-                while True:
-                    f.write(b"\0" * size)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-    return ballast
-
-
-def _open(path: Path) -> ScrubJayMemory:
-    return ScrubJayMemory(path=path, embedder=HashEmbedder(dim=256), config=CFG)
-
-
-def _batch(tag: str, n: int) -> list[dict[str, str]]:
-    return [{"id": f"{tag}-{j}", "text": f"note {tag} {j} " + "y" * 300, "context": f"ctx {tag}"}
-            for j in range(n)]
 
 
 def _cause_chain(exc: BaseException) -> str:
