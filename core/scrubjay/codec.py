@@ -299,6 +299,14 @@ def row_text(meta: dict[str, Any], document: str | None) -> str:
     text = meta.pop(TEXT_KEY, None)
     return text if isinstance(text, str) else (document or "")
 
+
+def is_whole_row(meta: Mapping[str, Any] | None, text: str) -> bool:
+    """Whether a row read from Chroma is a whole memory. A row another client deletes while
+    it is read can come back as its id alone (no metadata, no text): it is skipped, never
+    returned as an empty memory."""
+    return bool(meta) and bool(text)
+
+
 def rows_from_get(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.float32]],
           vectors: bool, edges: Mapping[str, str],
           index_vectors: bool = True) -> Iterator[StoredRow]:
@@ -312,6 +320,8 @@ def rows_from_get(got: Mapping[str, Any], where_vecs: Mapping[str, NDArray[np.fl
             meta[EDGES_KEY] = adjacency
         exact, drift = fold_packed(meta)
         row = StoredRow(id=rid, text=row_text(meta, got["documents"][i]), meta=meta)
+        if not is_whole_row(got["metadatas"][i], row.text):
+            continue  # deleted by another client between the index and the record read
         if vectors:
             row.what = exact if exact is not None or not index_vectors else \
                 np.asarray(got["embeddings"][i], dtype=np.float32)

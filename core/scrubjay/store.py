@@ -41,6 +41,7 @@ from .codec import (
     StoredRow,
     distance_to_similarity,
     fold_packed,
+    is_whole_row,
     neighbour_ids,
     pack_rci,
     row_meta,
@@ -279,18 +280,21 @@ class ChromaReads:
         sims = distance_to_similarity(got["distances"][0])
         docs, metas = got["documents"][0], got["metadatas"][0]
         edges = self.edges_of(ids)
-        out = []
+        out, kept = [], []
         for i, rid in enumerate(ids):
             meta = dict(metas[i] or {})
             if rid in edges:
                 meta[EDGES_KEY] = edges[rid]
             exact, drift = fold_packed(meta)
             row = StoredRow(id=rid, text=row_text(meta, docs[i]), meta=meta)
+            if not is_whole_row(metas[i], row.text):
+                continue  # deleted by another client while this query ran
+            kept.append(i)
             if exact is not None:  # RCI moved it: the index vector is off by up to ``drift``
                 sims[i] = float(exact.astype(np.float64) @ vector.astype(np.float64))
                 row.drift_rad = drift
             out.append(row)
-        return out, sims
+        return out, (sims if len(kept) == len(ids) else sims[kept])
 
     def query_ids(self, which: str, vector: NDArray[np.float32], n: int) -> list[str]:
         """Top-``n`` ids by cosine similarity (no distances: the cheapest Chroma query)."""
