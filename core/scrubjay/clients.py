@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .errors import NamespaceNotFoundError, StoreError, StoreLockedError
+from .errors import ForkedStoreError, NamespaceNotFoundError, StoreError, StoreLockedError
 
 __all__ = ["EmbeddedClients", "ephemeral_client", "http_client", "persistent_client", "query",
            "retry", "wrap_error"]
@@ -174,7 +174,9 @@ class EmbeddedClients:
     Several namespaces (several ``ScrubJayMemory`` objects) in one process share them; a second
     *process* gets :class:`StoreLockedError` instead of risking a corrupted store. A child made
     by ``fork`` starts with none (:meth:`_forget_after_fork`): it opens its own lock file, whose
-    ``flock`` fails while its parent holds the folder, and never touches the parent's client.
+    ``flock`` fails while its parent holds the folder, and never touches the parent's client;
+    it refuses, with :class:`ForkedStoreError`, every folder its parent had opened, even one the
+    parent closed before the fork, because Chroma's state for that folder does not survive it.
     """
 
     # reentrant: a release from a finaliser that the garbage collector runs inside acquire()
@@ -187,6 +189,11 @@ class EmbeddedClients:
     #: Folders whose client saw a write fail on a full disk, with that failure: their calls
     #: raise :class:`StoreError` until the folder's last release (:class:`_Guarded`).
     _disk_full: ClassVar[dict[str, str]] = {}
+    #: Folders this process has opened (its own, or a ``fork`` parent's): a forked child
+    #: refuses those it inherited (:meth:`_forget_after_fork`).
+    _opened: ClassVar[set[str]] = set()
+    #: In a ``fork`` child: the folders its parent (or an ancestor) had opened before the fork.
+    _forked_from: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def mark_disk_full(cls, folder: str, exc: Exception) -> None:
@@ -225,6 +232,8 @@ class EmbeddedClients:
         :meth:`acquire` opens the file afresh, so its ``flock`` is its own and fails while the
         parent holds the folder."""
         cls._lock = threading.RLock()  # another thread may have held it at the fork
+        cls._forked_from = cls._forked_from | frozenset(cls._opened) | frozenset(cls._open)
+        cls._opened = set()
         for client, handle, _ in cls._open.values():
             cls._inherited.append(client)
             with contextlib.suppress(OSError):
@@ -242,6 +251,13 @@ class EmbeddedClients:
                 client, handle, refs = cls._open[folder]
                 cls._open[folder] = (client, handle, refs + 1)
                 return _Guarded(client, folder)
+            if folder in cls._forked_from:
+                raise ForkedStoreError(
+                    f"This process was forked from one that had opened the embedded store at "
+                    f"{folder!r}. Chroma's state for that folder does not survive a fork (in a "
+                    "forked child its open can wait on the parent's connection pool and fail "
+                    "after 30 s), so it is refused here. Open the store in a child started with "
+                    "multiprocessing's 'spawn' or 'forkserver' method, or keep it in the parent.")
             p = Path(folder)
             if not create and not (p / "chroma.sqlite3").is_file():
                 raise NamespaceNotFoundError(
@@ -271,6 +287,7 @@ class EmbeddedClients:
                 handle.close()
                 raise wrap_error(f"open the store at {folder!r}", exc) from exc
             cls._open[folder] = (client, handle, 1)
+            cls._opened.add(folder)
             return _Guarded(client, folder)
 
     @classmethod

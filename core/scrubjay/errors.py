@@ -17,6 +17,7 @@ also inherits the builtin a caller would naturally catch::
     │                                        (caught internally: the offline fallback is used)
     └── StoreError(RuntimeError)             the Chroma backend failed
         └── StoreLockedError                 another process holds the embedded store
+            └── ForkedStoreError             a fork child opens a store its parent had opened
 
 Messages follow one template, after scikit-learn: "The 'x' parameter of Y must be ... Got ...
 instead."
@@ -29,6 +30,7 @@ __all__ = [
     "EmbedderMismatchError",
     "EmbeddingError",
     "FilterError",
+    "ForkedStoreError",
     "InvalidInputError",
     "InvalidNamespaceError",
     "LLMError",
@@ -93,3 +95,12 @@ class StoreError(ScrubJayError, RuntimeError):
 
 class StoreLockedError(StoreError):
     """Another process holds the embedded (``PersistentClient``) store at this path."""
+
+
+class ForkedStoreError(StoreLockedError):
+    """This process was made by ``fork`` from one that had opened this embedded store.
+
+    Chroma's state for the folder does not survive a fork (its threads and connection pool stay
+    behind in the parent), so such a child cannot open the folder safely; it gets this error at
+    once instead of a wait inside Chroma. Open the store in a ``spawn`` or ``forkserver`` child.
+    """

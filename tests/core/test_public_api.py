@@ -15,7 +15,7 @@ EXPECTED = {
     "ConsolidationConfig", "RetentionPolicy", "LLMConfig", "SearchConfig", "SupersessionConfig", "ScrubJayError",
     "ConfigError", "EmbedderMismatchError", "InvalidInputError", "InvalidNamespaceError",
     "MemoryNotFoundError", "EmbeddingError", "FilterError", "LLMError", "StoreError",
-    "StoreLockedError", "TimeWindowError", "NamespaceNotFoundError",
+    "StoreLockedError", "ForkedStoreError", "TimeWindowError", "NamespaceNotFoundError",
     "__version__",
 }
 
@@ -34,6 +34,7 @@ def test_exception_tree() -> None:
              errors.NamespaceNotFoundError: LookupError,
              errors.EmbeddingError: RuntimeError, errors.LLMError: RuntimeError,
              errors.StoreLockedError: errors.StoreError,
+             errors.ForkedStoreError: errors.StoreLockedError,
              errors.EmbedderMismatchError: errors.ConfigError,
              errors.InvalidNamespaceError: errors.InvalidInputError,
              errors.FilterError: ValueError,

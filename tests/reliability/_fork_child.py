@@ -25,3 +25,18 @@ def open_and_add(path: str, answers: Any) -> None:
         answers.put(f"opened {len(mem)}")
     finally:
         mem.close()
+
+
+def open_and_name_the_error(path: str, answers: Any) -> None:
+    """Open the store at ``path`` and report the error's class name (or ``opened``) and the
+    seconds the open took."""
+    import time
+
+    start = time.perf_counter()
+    try:
+        mem = ScrubJayMemory(path=path, embedder=HashEmbedder())
+    except StoreError as exc:
+        answers.put((type(exc).__name__, time.perf_counter() - start))
+        return
+    mem.close()
+    answers.put(("opened", time.perf_counter() - start))

@@ -15,8 +15,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _fork_child import open_and_add
+from _fork_child import open_and_add, open_and_name_the_error
 from scrubjay import ScrubJayMemory
+from scrubjay.errors import ForkedStoreError, StoreLockedError
 from scrubjay.testing import HashEmbedder
 
 #: How long a child may take before it counts as hung (a hang is forever; an answer is ms).
@@ -62,3 +63,44 @@ def test_fork_child_opens_another_folder(tmp_path: Path) -> None:
         assert _child_answer("fork", tmp_path / "child") == "opened 1"
     finally:
         mem.close()
+
+
+#: Rounds of the closed-then-fork case: before the refusal, about 1 in 10 children waited 30 s
+#: on the parent's Chroma connection pool and then failed.
+ROUNDS = 5
+
+
+def test_fork_child_of_a_parent_that_closed_the_store_is_refused_at_once(
+        tmp_path: Path) -> None:
+    """A ``fork`` child gets ForkedStoreError (a StoreLockedError) within a second for a folder
+    its parent had opened, even after the parent closed it; the parent's store stays whole."""
+    ctx = multiprocessing.get_context("fork")
+    for r in range(ROUNDS):
+        path = tmp_path / f"round{r}"
+        mem = ScrubJayMemory(path=path, embedder=HashEmbedder())
+        mem.add("written by the parent")
+        mem.close()
+        answers = ctx.Queue()
+        child = ctx.Process(target=open_and_name_the_error, args=(str(path), answers))
+        child.start()
+        child.join(HANG_S)
+        if child.is_alive():
+            child.kill()
+            child.join()
+            pytest.fail("the fork child hung")
+        name, seconds = answers.get(timeout=HANG_S)
+        assert name == "ForkedStoreError"
+        assert seconds < 1.0
+        assert issubclass(ForkedStoreError, StoreLockedError)
+        reopened = ScrubJayMemory(path=path, embedder=HashEmbedder())
+        try:
+            assert len(reopened) == 1  # the parent reopens at once: the child took no lock
+        finally:
+            reopened.close()
+
+
+def test_spawn_child_opens_a_store_its_parent_closed(tmp_path: Path) -> None:
+    mem = ScrubJayMemory(path=tmp_path, embedder=HashEmbedder())
+    mem.add("written by the parent")
+    mem.close()
+    assert _child_answer("spawn", tmp_path) == "opened 2"
