@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,17 +25,19 @@ from scrubjay.testing import HashEmbedder
 HANG_S = 60
 
 
-def _child_answer(method: str, path: Path) -> str:
+def _child_answer(method: str, path: Path, target: Any = open_and_add) -> Any:
+    """What a child started by ``method`` running ``target`` on ``path`` answered, or
+    ``"hung"``."""
     ctx = multiprocessing.get_context(method)
     answers = ctx.Queue()
-    child = ctx.Process(target=open_and_add, args=(str(path), answers))
+    child = ctx.Process(target=target, args=(str(path), answers))
     child.start()
     child.join(HANG_S)
     if child.is_alive():
         child.kill()
         child.join()
         return "hung"
-    return str(answers.get(timeout=HANG_S))
+    return answers.get(timeout=HANG_S)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
@@ -74,21 +77,14 @@ def test_fork_child_of_a_parent_that_closed_the_store_is_refused_at_once(
         tmp_path: Path) -> None:
     """A ``fork`` child gets ForkedStoreError (a StoreLockedError) within a second for a folder
     its parent had opened, even after the parent closed it; the parent's store stays whole."""
-    ctx = multiprocessing.get_context("fork")
     for r in range(ROUNDS):
         path = tmp_path / f"round{r}"
         mem = ScrubJayMemory(path=path, embedder=HashEmbedder())
         mem.add("written by the parent")
         mem.close()
-        answers = ctx.Queue()
-        child = ctx.Process(target=open_and_name_the_error, args=(str(path), answers))
-        child.start()
-        child.join(HANG_S)
-        if child.is_alive():
-            child.kill()
-            child.join()
-            pytest.fail("the fork child hung")
-        name, seconds = answers.get(timeout=HANG_S)
+        answer = _child_answer("fork", path, open_and_name_the_error)
+        assert answer != "hung"
+        name, seconds = answer
         assert name == "ForkedStoreError"
         assert seconds < 1.0
         assert issubclass(ForkedStoreError, StoreLockedError)
