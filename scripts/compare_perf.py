@@ -3,7 +3,7 @@
     python scripts/compare_perf.py --before ../before --after . --sizes 1000,10000 \
         --rounds 2 --out bench-results/compare
 
-Each round runs the benchmark from the ``before`` checkout, then from the ``after`` one (the
+Each round runs the benchmark from both checkouts, the first side alternating by round (the
 checkout's ``core`` folder first on ``PYTHONPATH``, the same interpreter and packages), so that
 both meet the same machine load; the table gives each figure's median over the rounds and the
 change. The figures are ratios against raw Chroma (or embedding + Chroma add) measured beside
@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     for r in range(args.rounds):
-        for side in ("before", "after"):
+        # Alternate which side runs first, so that a drift within a round (cache, heat, a
+        # neighbour's load) does not always fall on the same side.
+        for side in (("before", "after") if r % 2 == 0 else ("after", "before")):
             tree = Path(getattr(args, side)).resolve()
             dest = out / f"{side}-{r}"
             env = {**os.environ, "PYTHONPATH": f"{tree / 'core'}{os.pathsep}{tree}"}
@@ -72,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
         b = statistics.median(f[key] for f in runs["before"])
         a = statistics.median(f[key] for f in runs["after"])
         lines.append(f"| {key} | {b:.3f} | {a:.3f} | {100 * (a / b - 1):+.1f}% |")
+    lines.append("")
+    lines.append("Per round (before / after):")
+    for key in keys:
+        pairs = ", ".join(f"{b[key]:.2f}/{a[key]:.2f}" for b, a in zip(runs["before"], runs["after"]))
+        lines.append(f"- {key}: {pairs}")
     table = "\n".join(lines)
     print(table)
     (out / "compare.md").write_text(table + "\n")

@@ -424,6 +424,17 @@ def _is_cap(toks: Sequence[tuple[str, int]], lows: Sequence[str], j: int) -> boo
         and lows[j] not in _WEEKDAYS and lows[j] not in _MONTHS and lows[j] not in _TEMPORAL
 
 
+def _third_person(toks: Sequence[tuple[str, int]], j: int, low: str) -> bool:
+    """Token ``j`` reads as a verb in the third person after a name of two words or more
+    ("Hines Ward plays ...", "Kylie Minogue speaks ..."; one capitalised word at the start
+    may be an imperative: "Send invoices to ..."): a lowercase word ending in a single "s" that is not a function word,
+    nor a plural noun before its own verb ("Office keys are ...")."""
+    nxt = toks[j + 1][0].lower() if j + 1 < len(toks) else ""
+    return j < len(toks) and toks[j][0][:1].islower() and low.endswith("s") \
+        and not low.endswith(("ss", "'s", "us", "is")) and len(low) > 3 and low not in _STOP \
+        and nxt not in _VERBS and not nxt.endswith("ed")
+
+
 def _subject(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_person: bool,
              colon: set[int], breaks: set[int], start: int = 0) -> tuple[
         tuple[str, str | None], tuple[str, ...], frozenset[str], set[int]]:
@@ -474,6 +485,32 @@ def _subject(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_person:
     return result
 
 
+def _names_before_copula(toks: Sequence[tuple[str, int]], lows: Sequence[str], j: int,
+                         nouns: list[str], quals: set[str], idx: set[int]) -> None:
+    """Names inside a long subject are qualifiers of it, not values: in "The type of music
+    that John McVie plays is rock" or "The name of the head of state in United Kingdom is
+    ...", the names before the copula say which thing ("John McVie's music", "the UK's head of
+    state"); only what follows "is" is the value. Adds them to ``quals`` and ``idx``."""
+    n = len(lows)
+    end = next((c for c in range(j, min(n, j + 12)) if lows[c] in ("is", "was", "are", "were")),
+               None)
+    if end is None or any(lows[c] in (",", ".", ";", "and", "but") for c in range(j, end)):
+        return
+    c = j
+    while c < end:
+        if _is_cap(toks, lows, c) and _value_type(lows[c], lows[c]) is None:
+            e = c
+            while e + 1 < end and _is_cap(toks, lows, e + 1):
+                e += 1
+            name = " ".join(lows[c:e + 1]).removesuffix("'s")
+            if _stem(name) not in nouns:
+                quals.add(name)
+            idx.update(range(c, e + 1))
+            c = e + 1
+        else:
+            c += 1
+
+
 def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_person: bool,
                 i: int) -> tuple[tuple[str, str | None], tuple[str, ...], frozenset[str],
                                  set[int]]:
@@ -508,15 +545,24 @@ def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_pers
                 nouns.append(_stem(w))
             idx.add(j)
             j += 1
-        # qualifiers: "on Monday", "to Leeds", "for the building", when a verb follows
+        # qualifiers: "on Monday", "to Leeds", "for the building", "of Tang Empire", when a
+        # verb follows; a run of capitalised words is one name ("the capital of Tang Empire"
+        # and "the capital of France" are two things, not two values of one)
         found: set[str] = set()
         taken: set[int] = set()
-        while j + 1 < n and lows[j] in ("on", "to", "for", "from", "at", "with"):
+        while j + 1 < n and lows[j] in ("on", "to", "for", "from", "at", "with", "of"):
             k = j + 1
             if k < n and lows[k] == "the":
                 k += 1
-            if k < n and (_value_type(lows[k], lows[k]) is not None or _is_cap(toks, lows, k)
-                          or (lows[j] == "for" and lows[k] not in _STOP)):
+            if k < n and _is_cap(toks, lows, k) and _value_type(lows[k], lows[k]) is None:
+                e = k
+                while e + 1 < n and _is_cap(toks, lows, e + 1) and not lows[e].endswith("'s"):
+                    e += 1
+                found.add(" ".join(lows[k:e + 1]).removesuffix("'s"))
+                taken.update(range(j, e + 1))
+                j = e + 1
+            elif k < n and (_value_type(lows[k], lows[k]) is not None
+                            or (lows[j] in ("for", "of") and lows[k] not in _STOP)):
                 w = lows[k].removesuffix("'s")
                 found.add(w if _value_type(w, w) is not None else _stem(w))
                 taken.update(range(j, k + 1))
@@ -562,6 +608,7 @@ def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_pers
         return (rel, name), tuple(nouns), frozenset(quals), idx
     if w in ("the", "this", "that") or (w.endswith("'s") and w in _TEMPORAL):
         read_head(i + 1)
+        _names_before_copula(toks, lows, max(idx, default=i) + 1, nouns, quals, idx)
         return owner, tuple(nouns), frozenset(quals), idx
     if w in _FIRST_PERSON or w in ("you", "it", "there", "please", "let's"):
         return owner, (), frozenset(), idx
@@ -577,7 +624,8 @@ def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_pers
                 and lows[k + 1] not in _KNOWN:
             k += 1
         after = lows[k + 1:k + 4]
-        verb_next = bool(after) and (after[0] in _NAME_VERBS or after[0].endswith("ed"))
+        verb_next = bool(after) and (after[0] in _NAME_VERBS or after[0].endswith("ed")
+                                     or (k > i and _third_person(toks, k + 1, after[0])))
         object_me = after[1:2] in (["me"], ["us"])
         if lows[k].endswith("'s") or (verb_next and not object_me):
             owner = ("", " ".join(lows[i:k + 1]).removesuffix("'s"))

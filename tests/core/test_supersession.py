@@ -90,12 +90,40 @@ def test_things_that_coexist_are_not_superseded(old: str, new: str) -> None:
     assert _supersedes(old, new) == ()
 
 
+@pytest.mark.parametrize(("old", "new"), [
+    # a name after "of" inside the subject says which thing
+    ("The capital of Spain is Madrid", "The capital of Portugal is Lisbon"),
+    ("The population of Leeds is 800000", "The population of North Yorkshire is 600000"),
+    # a name of two words or more before a verb in the third person is the subject
+    ("Maria Lopez plays the position of striker", "Tom Becker plays the position of keeper"),
+    ("Ana Costa speaks the language of Portuguese", "Ken Ito speaks the language of Japanese"),
+    # names before the copula of a long subject are part of it
+    ("The food that Anna Berg cooks is Thai", "The food that Leo Park cooks is Korean"),
+    ("The coach of Riverside United is Dave", "The coach of Hill Rovers is Sam"),
+])
+def test_names_inside_the_subject_name_other_things(old: str, new: str) -> None:
+    assert _supersedes(old, new) == ()
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("The capital of Spain is Madrid", "The capital of Spain is Seville"),
+    ("Maria Lopez plays the position of striker", "Maria Lopez plays the position of keeper"),
+    ("The food that Anna Berg cooks is Thai", "The food that Anna Berg cooks is Korean"),
+])
+def test_the_same_named_subject_with_a_new_value_is_superseded(old: str, new: str) -> None:
+    assert [h.old_id for h in _supersedes(old, new)] == ["old"]
+
+
 def test_subjects() -> None:
     assert parse_claim("my sister lives in Paris").owner == ("sister", None)
     assert parse_claim("Tom's number is 555-0111").owner == ("", "tom")
     assert parse_claim("My manager is Sarah Lee").owner == ("user", None)
     assert parse_claim("Globex hired me as a data engineer").owner == ("user", None)
     assert parse_claim("The landlord raised my rent to 1350").head == ("rent",)
+    assert parse_claim("Hines Ward plays the position of cornerback").owner == ("", "hines ward")
+    assert parse_claim("Send invoices to billing@acme.com").owner == ("user", None)
+    assert parse_claim("Office keys are now in the cabinet").owner == ("user", None)
+    assert parse_claim("The capital of Tang Empire is Chang'an").qualifiers == {"tang empire"}
 
 
 def test_only_older_candidates_other_than_itself_are_superseded() -> None:
