@@ -425,14 +425,23 @@ def _is_cap(toks: Sequence[tuple[str, int]], lows: Sequence[str], j: int) -> boo
 
 
 def _third_person(toks: Sequence[tuple[str, int]], j: int, low: str) -> bool:
-    """Token ``j`` reads as a verb in the third person after a name of two words or more
-    ("Hines Ward plays ...", "Kylie Minogue speaks ..."; one capitalised word at the start
-    may be an imperative: "Send invoices to ..."): a lowercase word ending in a single "s" that is not a function word,
-    nor a plural noun before its own verb ("Office keys are ...")."""
+    """Token ``j`` reads as a verb in the third person after a name ("Hines Ward plays ...",
+    "Kylie Minogue speaks ..."): a lowercase word ending in a single "s" that is not a function
+    word, nor a plural noun before its own verb ("Office keys are ...")."""
+    if j >= len(toks) or not toks[j][0][:1].islower():
+        return False
     nxt = toks[j + 1][0].lower() if j + 1 < len(toks) else ""
-    return j < len(toks) and toks[j][0][:1].islower() and low.endswith("s") \
-        and not low.endswith(("ss", "'s", "us", "is")) and len(low) > 3 and low not in _STOP \
-        and nxt not in _VERBS and not nxt.endswith("ed")
+    return low.endswith("s") and not low.endswith(("ss", "'s", "us", "is")) and len(low) > 3 \
+        and low not in _STOP and nxt not in _VERBS and not nxt.endswith("ed")
+
+
+def _name_end(toks: Sequence[tuple[str, int]], lows: Sequence[str], k: int, end: int) -> int:
+    """The last index of the run of capitalised words that starts at ``k`` (before ``end``; a
+    possessive closes it): "Tang Empire", "United Kingdom" are one name each."""
+    e = k
+    while e + 1 < end and _is_cap(toks, lows, e + 1) and not lows[e].endswith("'s"):
+        e += 1
+    return e
 
 
 def _subject(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_person: bool,
@@ -499,9 +508,7 @@ def _names_before_copula(toks: Sequence[tuple[str, int]], lows: Sequence[str], j
     c = j
     while c < end:
         if _is_cap(toks, lows, c) and _value_type(lows[c], lows[c]) is None:
-            e = c
-            while e + 1 < end and _is_cap(toks, lows, e + 1):
-                e += 1
+            e = _name_end(toks, lows, c, end)
             name = " ".join(lows[c:e + 1]).removesuffix("'s")
             if _stem(name) not in nouns:
                 quals.add(name)
@@ -555,9 +562,7 @@ def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_pers
             if k < n and lows[k] == "the":
                 k += 1
             if k < n and _is_cap(toks, lows, k) and _value_type(lows[k], lows[k]) is None:
-                e = k
-                while e + 1 < n and _is_cap(toks, lows, e + 1) and not lows[e].endswith("'s"):
-                    e += 1
+                e = _name_end(toks, lows, k, n)
                 found.add(" ".join(lows[k:e + 1]).removesuffix("'s"))
                 taken.update(range(j, e + 1))
                 j = e + 1
@@ -625,6 +630,8 @@ def _subject_at(toks: Sequence[tuple[str, int]], lows: Sequence[str], first_pers
             k += 1
         after = lows[k + 1:k + 4]
         verb_next = bool(after) and (after[0] in _NAME_VERBS or after[0].endswith("ed")
+                                     # two words or more: one capitalised word at
+                                     # the start may be an imperative ("Send invoices")
                                      or (k > i and _third_person(toks, k + 1, after[0])))
         object_me = after[1:2] in (["me"], ["us"])
         if lows[k].endswith("'s") or (verb_next and not object_me):
