@@ -1,9 +1,8 @@
 """``ScrubJayMemory``: the one facade over every mechanism (paper §3.9).
 
-Store:     annotate -> encode (what, where) -> classify (pi, tau) -> link into the graph -> persist.
-Prepare:   fill the prospective buffer for the coming task.
-Retrieve:  the buffer first, the full store on a miss, ranked by the adaptive WWW(G) score.
-Maintain:  RCI on new information; consolidation at a session end.
+Store: annotate -> encode (what, where) -> classify (pi, tau) -> link -> persist -> supersede.
+Prepare: fill the prospective buffer for the coming task. Retrieve: the buffer first, the full
+store on a miss. Maintain: RCI on new information; consolidation at a session end.
 
 The facade validates, embeds, classifies and orchestrates. Where the memories live is its
 backend's business (:mod:`scrubjay.backends`), chosen once when the memory opens: an embedded
@@ -45,12 +44,7 @@ from .config import ScrubJayConfig
 from .consolidation import is_protected, select_removals
 from .decay import utility
 from .embedding import Embedder, WordLlamaEmbedder, as_embedder, checked_query_vector
-from .errors import (
-    EmbedderMismatchError,
-    InvalidInputError,
-    MemoryNotFoundError,
-    ScrubJayError,
-)
+from .errors import EmbedderMismatchError, InvalidInputError, MemoryNotFoundError, ScrubJayError
 from .graph import EpisodicGraph
 from .llm import LLMClient
 from .perishability import Classifier
@@ -58,14 +52,8 @@ from .ranking import Query
 from .rci import event_key
 from .scoring import adaptive_weights
 from .store import ChromaStore
-from .superseding import supersede_stored
-from .types import (
-    Deltas,
-    Hit,
-    IntegrationReport,
-    MemoryRecord,
-    Perishability,
-)
+from .superseding import replaced_rows, supersede_stored
+from .types import Deltas, Hit, IntegrationReport, MemoryRecord, Perishability
 from .windows import with_windows
 
 __all__ = ["ScrubJayMemory"]
@@ -407,9 +395,11 @@ class ScrubJayMemory:
 
         Every memory whose what-embedding is within ``config.rci.theta`` of the new information
         is updated (value, perishability, horizon, what-vector) with one set of deltas from ONE
-        chat-model call, or from the offline parser. With ``store=True`` the new information is
-        then stored as a memory of its own (classified like :meth:`add`; that classification is
-        not counted in ``llm_calls``).
+        chat-model call, or from the offline parser; the offline deltas of news without a cue
+        word change value, pi and tau only of the memories the supersession detector reads it
+        to replace (:attr:`~scrubjay.types.Deltas.replaced_only`). With ``store=True`` the news
+        is then stored as a memory of its own (classified like :meth:`add`, not counted in
+        ``llm_calls``).
 
         An event is identified by ``(new_info, context, at)``, and running it again changes
         nothing it has done: memories that took it are skipped
@@ -442,8 +432,10 @@ class ScrubJayMemory:
             # against a server, the event's updates and its own memory share one log entry
             with self._backend.store.log_batch([*idx_ids, *([own_id] if store else [])]):
                 if idx_ids:
+                    gate = replaced_rows(own_id, new_info, w_n, t_n, rows, self.config) \
+                        if deltas.replaced_only else None
                     try:
-                        self._backend.apply_rci(rows, alpha, drift, w_n, deltas, t_n, key)
+                        self._backend.apply_rci(rows, alpha, drift, w_n, deltas, t_n, key, gate)
                     except ScrubJayError as err:
                         err.add_note(f"To complete this RCI event without updating twice the "
                                      f"memories that took it, call integrate again with the "

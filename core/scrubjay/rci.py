@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -90,9 +90,12 @@ _REINFORCE = re.compile(r"\b(still|confirm(?:ed|s)?|again|always|permanent(?:ly)
 #: (dV, dpi, dtau) of the offline parser per case (chosen).
 FALLBACK_INVALIDATE = (-0.8, 0.3, -0.5)
 FALLBACK_REINFORCE = (0.2, -0.1, 0.5)
-#: New information about the same thing with no cue word: newer evidence supersedes older
-#: (chosen: the old value drops by ``eta_V * alpha``, so the stored new memory outranks it;
-#: with -0.5 a quarter of superseded FactConsolidation facts still came first).
+#: New information with no cue word: newer evidence supersedes older (chosen: the old value
+#: drops by ``eta_V * alpha``, so the stored new memory outranks it; with -0.5 a quarter of
+#: superseded FactConsolidation facts still came first). Applied only to the memories the
+#: supersession detector judges replaced (:attr:`Deltas.replaced_only`): without a cue word,
+#: a memory that is merely close ("the capital of France" to "the capital of Peru") is not
+#: news about it.
 FALLBACK_SUPERSEDE = (-1.0, 0.2, 0.0)
 
 
@@ -130,7 +133,8 @@ def fallback_deltas(new_info: str, cfg: RCIConfig) -> Deltas:
         summary = "offline: invalidating cue"
     else:
         dv, dpi, dtau = FALLBACK_SUPERSEDE
-        summary = "offline: newer related evidence supersedes"
+        return replace(clip_deltas(dv, dpi, dtau, "offline: newer related evidence supersedes "
+                                   "the memories it replaces", cfg), replaced_only=True)
     return clip_deltas(dv, dpi, dtau, summary, cfg)
 
 
@@ -148,14 +152,19 @@ def apply_updates(value: NDArray[np.floating], pi: NDArray[np.floating],
                   tau_s: NDArray[np.floating], what: NDArray[np.floating],
                   w_n: NDArray[np.floating], alpha: NDArray[np.floating], deltas: Deltas,
                   cfg: RCIConfig, *, pi_min: float, tau_min_s: float,
-                  tau_max_s: float) -> Updated:
-    """The four update rules (paper Eq. 9-12), vectorised over the affected memories."""
+                  tau_max_s: float, gate: NDArray[np.bool_] | None = None) -> Updated:
+    """The four update rules (paper Eq. 9-12), vectorised over the affected memories.
+
+    ``gate`` (aligned with ``alpha``) limits the value, pi and tau rules to the rows it marks
+    (:attr:`Deltas.replaced_only`); the what-update applies to every row.
+    """
     alpha = np.asarray(alpha, dtype=np.float64)
+    a = alpha if gate is None else alpha * np.asarray(gate, dtype=np.float64)
     new_value = np.maximum(0.0, np.asarray(value, np.float64)
-                           + cfg.eta_value * alpha * deltas.delta_value)
-    new_pi = np.clip(np.asarray(pi, np.float64) + cfg.eta_pi * alpha * deltas.delta_pi,
+                           + cfg.eta_value * a * deltas.delta_value)
+    new_pi = np.clip(np.asarray(pi, np.float64) + cfg.eta_pi * a * deltas.delta_pi,
                      pi_min, 1.0)
-    factor = np.maximum(0.1, 1.0 + cfg.eta_tau * alpha * deltas.delta_tau)
+    factor = np.maximum(0.1, 1.0 + cfg.eta_tau * a * deltas.delta_tau)
     new_tau = np.clip(np.asarray(tau_s, np.float64) * factor, tau_min_s, tau_max_s)
     w = np.asarray(what, np.float64)
     moved = w + (cfg.eta_what * alpha)[:, None] * (np.asarray(w_n, np.float64)[None, :] - w)

@@ -41,6 +41,7 @@ from .supersession import (
     SupersessionModel,
     build_confirmation_prompt,
     confirm_or_fallback,
+    detect_supersessions,
     score_candidates,
 )
 from .types import MemoryRecord
@@ -49,7 +50,7 @@ from .update_model import UpdateModel, default_update_model
 if TYPE_CHECKING:
     from .backends import Backend
 
-__all__ = ["Mark", "supersede_batch", "supersede_stored"]
+__all__ = ["Mark", "detector", "replaced_rows", "supersede_batch", "supersede_stored"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,11 +102,29 @@ def _pairs(records: Sequence[MemoryRecord], what: NDArray[np.float32],
     return out
 
 
+def detector(config: ScrubJayConfig) -> SupersessionModel | UpdateModel:
+    """The offline detector ``config.supersession.detector`` names."""
+    return default_update_model() if config.supersession.detector == "learned" \
+        else DEFAULT_MODEL
+
+
+def replaced_rows(id: str, text: str, what: NDArray[np.float32], at_s: float, rows: Rows,
+                  config: ScrubJayConfig) -> NDArray[np.bool_]:
+    """Which of ``rows`` the offline detector judges the statement ``text`` (told at ``at_s``)
+    to replace (told before it, the same slot, a new value): the rows an RCI event without a
+    cue word updates."""
+    new = Statement(id=id, text=text, what=what, recorded_at_s=at_s)
+    model = detector(config)
+    hits = detect_supersessions(new, [_statement(r, rows.what[j])
+                                      for j, r in enumerate(rows.records)], model=model)
+    ids = {h.old_id for h in hits}
+    return np.array([r.id in ids for r in rows.records], dtype=bool)
+
+
 def _decide(pairs: list[_Pair], llm: LLMClient | None, config: ScrubJayConfig
             ) -> list[tuple[_Pair, Supersession]]:
     """The pairs that are supersessions, offline or confirmed by the chat model."""
-    model: SupersessionModel | UpdateModel = default_update_model() \
-        if config.supersession.detector == "learned" else DEFAULT_MODEL
+    model = detector(config)
     floor = model.llm_floor if llm is not None and config.supersession.confirm \
         else model.threshold
     # one score_candidates per new memory: it reads the new memory's claim once

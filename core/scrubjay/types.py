@@ -252,6 +252,11 @@ class Deltas:
     delta_tau: float = 0.0
     """Relative change of tau: +0.2 means +20 %."""
     summary: str = ""
+    replaced_only: bool = False
+    """The value, pi and tau deltas apply only to the memories the supersession detector
+    judges the event to replace; the other affected memories keep them (their what-vector
+    still moves toward the event). Set by the offline parser when the event has no cue word:
+    then the detector's reading is the only evidence that a memory is replaced."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -152,6 +152,35 @@ def test_integrate_fallback_when_llm_raises(clock, embedder) -> None:
     assert rep.stored is not None and rep.stored.text == "the standup is cancelled in room 2"
 
 
+def test_gate_limits_value_pi_and_tau_to_the_marked_rows() -> None:
+    d = Deltas(delta_value=-1.0, delta_pi=0.2, delta_tau=-0.5)
+    w = l2_normalize(np.array([[1.0, 0.0], [1.0, 0.0]]))
+    w_n = np.array([0.0, 1.0], np.float32)
+    upd = apply_updates(np.ones(2), np.full(2, 0.1), np.full(2, 1000.0), w, w_n,
+                        np.ones(2), d, CFG, pi_min=1e-3, tau_min_s=TAU_MIN, tau_max_s=TAU_MAX,
+                        gate=np.array([True, False]))
+    assert upd.value.tolist() == pytest.approx([0.5, 1.0])
+    assert upd.pi.tolist() == pytest.approx([0.2, 0.1])
+    assert upd.tau_s.tolist() == pytest.approx([750.0, 1000.0])
+    assert upd.what[0] == pytest.approx(upd.what[1])  # both move toward the event
+
+
+def test_offline_integrate_without_a_cue_lowers_only_the_memory_it_replaces(
+        clock, embedder) -> None:
+    """Without a cue word the offline deltas are only "newer evidence": they apply to the
+    memory the supersession detector reads as the same slot, not to every close memory."""
+    mem = ScrubJayMemory(embedder=embedder, clock=clock)
+    spot = mem.add("The capital of France is Paris")
+    other = mem.add("The capital of Peru is Lima")
+    clock.advance(3600)
+    rep = mem.integrate("The capital of France is Lyon")
+    assert rep.deltas.replaced_only and not rep.used_llm
+    assert {spot.id, other.id} <= set(rep.affected_ids)  # both within theta
+    assert mem.get(spot.id).value < spot.value
+    assert mem.get(other.id).value == pytest.approx(other.value)
+    assert mem.get(other.id).pi == pytest.approx(other.pi)
+
+
 def test_edge_weights_hand_computed() -> None:
     cfg = GraphConfig()
     what_i = np.array([1.0, 0.0])

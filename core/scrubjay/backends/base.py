@@ -124,8 +124,9 @@ class Backend(Protocol):
 
     def apply_rci(self, rows: Rows, alpha: NDArray[np.float64], drift: NDArray[np.float64],
                   w_n: NDArray[np.float32], deltas: Deltas, t_n: float,
-                  event: str | None = None) -> None:
-        """Update the affected rows (Eq. 9-12) and persist them."""
+                  event: str | None = None, gate: NDArray[np.bool_] | None = None) -> None:
+        """Update the affected rows (Eq. 9-12; value, pi and tau only where ``gate``) and
+        persist them."""
 
     def nearest(self, what: NDArray[np.float32], n: int) -> list[Rows]:
         """Per what-vector, up to ``n`` stored memories nearest by what-cosine."""
@@ -599,13 +600,14 @@ class BaseBackend:
     # ------------------------------------------------------------------ RCI
     def apply_rci(self, rows: Rows, alpha: NDArray[np.float64], drift: NDArray[np.float64],
                   w_n: NDArray[np.float32], deltas: Deltas, t_n: float,
-                  event: str | None = None) -> None:
-        """Update the affected ``rows`` (paper Eq. 9-12) and persist them in one pass."""
+                  event: str | None = None, gate: NDArray[np.bool_] | None = None) -> None:
+        """Update the affected ``rows`` (paper Eq. 9-12; value, pi and tau only where
+        ``gate``, when given) and persist them in one pass."""
         cfg = self.config
         upd = apply_updates(rows.value, rows.pi, rows.tau, rows.what, w_n, alpha, deltas,
                             cfg.rci, pi_min=cfg.classifier.pi_min,
                             tau_min_s=cfg.classifier.tau_min_s,
-                            tau_max_s=cfg.classifier.tau_max_s)
+                            tau_max_s=cfg.classifier.tau_max_s, gate=gate)
         # the angle each unit vector moved (2 asin(chord / 2), exact 0 for an unmoved one) adds
         # to the drift bound of its index embedding (triangle inequality on the sphere)
         chord = np.linalg.norm(upd.what.astype(np.float64) - rows.what.astype(np.float64),
