@@ -114,6 +114,10 @@ ECHO = ("user: I am parked on level 3 right now\nassistant: user: I am parked on
     (("Melanie: Caroline, that's great! The blue's really powerful, huh? How'd you feel while "
      "painting it?"), ("Melanie: Wow, Caroline, that's great! Art's awesome for showing us who "
      "we really are."), False),
+    # two passages: an update cue in one does not say which claim of the other it updates
+    ("Sam: Great to hear from you! I finally finished the garden shed. It took three weekends.",
+     "Sam: So much is new since we talked. I started a pottery class and it is great fun.",
+     False),
     # a question states no value
     ("Melanie: Summer Sounds played an awesome pop song.", "Melanie: What music do you play?",
      False),
@@ -121,6 +125,7 @@ ECHO = ("user: I am parked on level 3 right now\nassistant: user: I am parked on
     ("Caroline: I'm planning to go to the support group on Friday.",
      "Caroline: I moved the support group visit to Saturday.", True),
     ("I parked on level 2", "I parked on level 3", True),
+    ("The team lunch is on Thursday", "Change of plans! The team lunch moved to Friday.", True),
     ("I am parked on level 3 right now", "I moved the car, I am parked on level 5 now", True),
 ])
 @pytest.mark.parametrize("detector", ["rules", "learned"])

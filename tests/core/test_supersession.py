@@ -126,6 +126,12 @@ def test_subjects() -> None:
     assert parse_claim("The capital of Tang Empire is Chang'an").qualifiers == {"tang empire"}
 
 
+def test_two_passages_that_share_a_slot_of_the_lexicon_still_supersede() -> None:
+    hits = _supersedes("Morning! I parked on level 2, spot B17.",
+                       "Quick update. I parked on level 3, spot D3 today.")
+    assert [h.slot for h in hits] == ["parking spot"]
+
+
 def test_only_older_candidates_other_than_itself_are_superseded() -> None:
     new = _stmt("n", "I parked on level 3, spot D3", 10.0)
     cands = [_stmt("later", "I parked on level 4, spot A1", 11.0),
