@@ -396,10 +396,10 @@ class ScrubJayMemory:
         Every memory whose what-embedding is within ``config.rci.theta`` of the new information
         is updated (value, perishability, horizon, what-vector) with one set of deltas from ONE
         chat-model call, or from the offline parser; the offline deltas of news without a cue
-        word change value, pi and tau only of the memories the supersession detector reads it
-        to replace (:attr:`~scrubjay.types.Deltas.replaced_only`). With ``store=True`` the news
-        is then stored as a memory of its own (classified like :meth:`add`, not counted in
-        ``llm_calls``).
+        word change value, pi and tau only of the memories the supersession detector (when on)
+        reads it to replace (:attr:`~scrubjay.types.Deltas.replaced_only`). With ``store=True``
+        the news is then stored as a memory of its own (classified like :meth:`add`, not
+        counted in ``llm_calls``).
 
         An event is identified by ``(new_info, context, at)``, and running it again changes
         nothing it has done: memories that took it are skipped
@@ -433,7 +433,7 @@ class ScrubJayMemory:
             with self._backend.store.log_batch([*idx_ids, *([own_id] if store else [])]):
                 if idx_ids:
                     gate = replaced_rows(own_id, new_info, w_n, t_n, rows, self.config) \
-                        if deltas.replaced_only else None
+                        if deltas.replaced_only and self.config.supersession.enabled else None
                     try:
                         self._backend.apply_rci(rows, alpha, drift, w_n, deltas, t_n, key, gate)
                     except ScrubJayError as err:

@@ -256,7 +256,9 @@ class Deltas:
     """The value, pi and tau deltas apply only to the memories the supersession detector
     judges the event to replace; the other affected memories keep them (their what-vector
     still moves toward the event). Set by the offline parser when the event has no cue word:
-    then the detector's reading is the only evidence that a memory is replaced."""
+    then the detector's reading is the only evidence that a memory is replaced. With
+    supersession off (``SupersessionConfig(enabled=False)``, ``ScrubJayConfig.paper()``) the
+    deltas apply to every affected memory, as in the paper."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -181,6 +181,21 @@ def test_offline_integrate_without_a_cue_lowers_only_the_memory_it_replaces(
     assert mem.get(other.id).pi == pytest.approx(other.pi)
 
 
+def test_with_supersession_off_the_offline_deltas_reach_every_close_memory(
+        clock, embedder) -> None:
+    """The paper's RCI (``ScrubJayConfig.paper()`` has supersession off): one set of deltas
+    for every memory within theta."""
+    from scrubjay import SupersessionConfig
+
+    mem = ScrubJayMemory(embedder=embedder, clock=clock,
+                         config=ScrubJayConfig(supersession=SupersessionConfig(enabled=False)))
+    other = mem.add("The capital of Peru is Lima")
+    clock.advance(3600)
+    rep = mem.integrate("The capital of France is Lyon")
+    assert other.id in rep.affected_ids
+    assert mem.get(other.id).value < other.value
+
+
 def test_edge_weights_hand_computed() -> None:
     cfg = GraphConfig()
     what_i = np.array([1.0, 0.0])
