@@ -45,7 +45,7 @@ def _workload(mem: ScrubJayMemory, tag: str, ops: int, seed: int) -> tuple[set[s
     """Mixed operations; returns (ids acknowledged and not deleted, operations done)."""
     rng = random.Random(seed)
     mine: dict[str, str] = {}
-    done = 0
+    done = searches = hits = 0
     for n in range(ops):
         roll = rng.random()
         if roll < 0.35:
@@ -68,9 +68,13 @@ def _workload(mem: ScrubJayMemory, tag: str, ops: int, seed: int) -> tuple[set[s
             mid = rng.choice(sorted(mine))
             assert mem.get(mid).text == mine[mid]
         else:
-            for hit in mem.search(f"topic {rng.randrange(20)}", k=5):
-                assert hit.text  # a hit is always a whole memory
+            found = mem.search(f"topic {rng.randrange(20)}", k=5)
+            assert all(hit.text for hit in found)  # a hit is always a whole memory
+            searches += 1 if mine else 0
+            hits += len(found) if mine else 0
         done += 1
+    # searches made while this worker had memories stored found some (not all were empty)
+    assert searches == 0 or hits > 0
     return set(mine), done
 
 
