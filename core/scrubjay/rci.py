@@ -125,6 +125,7 @@ def fallback_deltas(new_info: str, cfg: RCIConfig) -> Deltas:
     >>> fallback_deltas("I still live in Lyon", RCIConfig()).delta_value
     0.2
     """
+    replaced_only = False
     if _REINFORCE.search(new_info) and not re.search(r"\bno longer\b", new_info, re.IGNORECASE):
         dv, dpi, dtau = FALLBACK_REINFORCE
         summary = "offline: reinforcing cue"
@@ -133,9 +134,9 @@ def fallback_deltas(new_info: str, cfg: RCIConfig) -> Deltas:
         summary = "offline: invalidating cue"
     else:
         dv, dpi, dtau = FALLBACK_SUPERSEDE
-        return replace(clip_deltas(dv, dpi, dtau, "offline: newer related evidence supersedes "
-                                   "the memories it replaces", cfg), replaced_only=True)
-    return clip_deltas(dv, dpi, dtau, summary, cfg)
+        summary = "offline: newer related evidence supersedes the memories it replaces"
+        replaced_only = True
+    return replace(clip_deltas(dv, dpi, dtau, summary, cfg), replaced_only=replaced_only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

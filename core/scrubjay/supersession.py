@@ -985,9 +985,9 @@ def score_candidates(new: Statement, candidates: Sequence[Statement], *,
     cue the old one lacks. A new memory that is a question supersedes nothing; two transcript
     lines of different speakers ("Melanie: I ..." / "Caroline: I ...") are about two people;
     and when either text is a passage of several sentences, a pair needs a shared slot or an
-    update cue (one reading of a passage is not enough to call it the same slot), and when both
-    are, a shared slot (a cue in one passage does not say which claim of the other it updates). The
-    reason and the slot name come from the rules' reading in both cases. Candidates newer than
+    update cue (one reading of a passage is not enough to call it the same slot), and when
+    both are, a shared slot (a cue in one passage does not say which claim of the other it
+    updates). The reason and the slot name come from the rules' reading in both cases. Candidates newer than
     ``new`` or with its id are skipped. Ties are broken by id, so the result does not depend
     on the order of ``candidates``.
     """
@@ -1020,14 +1020,14 @@ def score_candidates(new: Statement, candidates: Sequence[Statement], *,
             continue
         if restates(cand.text, new.text) and (old_claim.update_cue or not claim.update_cue):
             continue
-        cos = _cosine(new, cand)
-        feats = pair_features(old_claim, claim, cos)
         passages = passage + (_sentences(cand.text) > 1)
         if passages and not (old_claim.slots & claim.slots
                              or (claim.update_cue and passages == 1)):
             # a passage holds several claims: one reading of it is not enough; and when both
             # are passages, a cue in one does not say which of the other's claims it updates
             continue
+        cos = _cosine(new, cand)
+        feats = pair_features(old_claim, claim, cos)
         if learned is not None:
             s = learned.score(update_features(cand.text, new.text, cos, old_claim, claim))
             if s < learned.llm_floor:
