@@ -21,6 +21,7 @@ from scrubjay.testing import FrozenClock, HashEmbedder
 
 T0 = 1_764_000_000.0
 MIRROR = ScrubJayConfig(search=SearchConfig(mirror=True))
+MIRROR_NO_LEXICAL = ScrubJayConfig(search=SearchConfig(mirror=True, lexical=False))
 
 
 @pytest.fixture
@@ -34,10 +35,12 @@ def open_memory(chroma_server, clock: FrozenClock
     namespace = f"log-{uuid.uuid4().hex[:10]}"
     made: list[ScrubJayMemory] = []
 
-    def make(*, mirror: bool = False) -> ScrubJayMemory:
+    def make(*, mirror: bool = False, lexical: bool = True) -> ScrubJayMemory:
+        config = ScrubJayConfig()
+        if mirror:
+            config = MIRROR if lexical else MIRROR_NO_LEXICAL
         mem = ScrubJayMemory(client=client, namespace=namespace, clock=clock,
-                             embedder=HashEmbedder(dim=64),
-                             config=MIRROR if mirror else ScrubJayConfig())
+                             embedder=HashEmbedder(dim=64), config=config)
         made.append(mem)
         return mem
 
@@ -66,6 +69,7 @@ def _items(clock: FrozenClock, tag: str, n: int) -> list[dict[str, Any]]:
 def test_a_mirror_applies_another_writers_adds_updates_and_deletes(
         open_memory: Callable[..., ScrubJayMemory], clock: FrozenClock) -> None:
     mirrored = open_memory(mirror=True)
+    plain = open_memory(mirror=True, lexical=False)  # its ranking, without BM25's statistics
     writer = open_memory()
     assert len(mirrored) == 0
 
@@ -88,7 +92,13 @@ def test_a_mirror_applies_another_writers_adds_updates_and_deletes(
     assert mirrored.get(changed).value == writer.get(changed).value
     def ranked(mem: ScrubJayMemory) -> list[tuple[float, str]]:  # every memory: ties at k
         return sorted((-round(h.score, 9), h.id) for h in mem.search("topic 2 project", k=100))
-    assert ranked(mirrored) == ranked(fresh)
+    assert ranked(plain) == ranked(open_memory(mirror=True, lexical=False))
+    # the lexical channel holds the same memories; its BM25 statistics may still count a3
+    # until tantivy merges its segment (docs/hybrid.md), so its scores are not compared
+    lex, fresh_lex = mirrored._backend._lex, fresh._backend._lex
+    assert lex is not None and fresh_lex is not None and lex.checksum == fresh_lex.checksum
+    assert ({h.id for h in mirrored.search("topic 2 project", k=100)}
+            == {h.id for h in fresh.search("topic 2 project", k=100)})
 
 
 def test_a_search_finds_what_another_writer_just_added(

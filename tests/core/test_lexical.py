@@ -25,7 +25,14 @@ from scrubjay.fusion import (
     weighted_rrf,
     weighted_rrf_reference,
 )
-from scrubjay.lexical import MAX_QUERY_TOKENS, LexicalIndex, id_checksum, query_terms, tokenize
+from scrubjay.lexical import (
+    COMMIT_DELAY_S,
+    MAX_QUERY_TOKENS,
+    LexicalIndex,
+    id_checksum,
+    query_terms,
+    tokenize,
+)
 
 ROWS = [
     ("m1", "I parked the car at spot D3 on level two"),
@@ -288,6 +295,88 @@ def test_sigkill_during_writes_then_reopen_repairs(tmp_path: Path, delay_s: floa
     for i in (ids[0], ids[len(ids) // 2], ids[-1]) if ids else ():
         assert ix.query(f"topic{i}", 1)[0] == [i]
     assert ix.query("topicnothere", 5) == ([], [])
+    ix.close()
+
+
+# -- group commit -------------------------------------------------------------------------
+
+
+def test_a_burst_of_adds_shares_commits_and_every_read_sees_them(tmp_path: Path) -> None:
+    store = _Store(ROWS)
+    ix = store.open(tmp_path)
+    before = ix.commits
+    for i in range(50):  # adds in a loop: staged, no commit of their own
+        ix.add([f"b{i}"], [f"burst note {i} code Q{i}X"])
+    assert ix.commits - before <= 1  # at most the timer's, if it ran meanwhile
+    assert ix.query("q49x", 5)[0] == ["b49"]  # a read commits what is staged first
+    ix.delete(["b49"])
+    assert ix.query("q49x", 5) == ([], [])  # and sees a staged delete
+    for i in range(20):  # add then read, as a check after each write would
+        ix.add([f"c{i}"], [f"checked note R{i}Y"])
+        assert ix.query(f"r{i}y", 5)[0] == [f"c{i}"]
+        assert ix.idf_sum(f"r{i}y") > 0
+    ix.close()
+
+
+def test_a_restored_replacement_leaves_the_scores_as_they_were(tmp_path: Path) -> None:
+    """A failed replacement deletes a memory and writes it back: the index must score as
+    before (tantivy keeps a deleted document in BM25's statistics until a merge)."""
+    store = _Store([])
+    ix = store.open(tmp_path)
+    ix.add(_ids(ROWS), [t for _, t in ROWS])  # one commit: one segment of seven
+    before = ix.query("parked at spot d3 level", 7), ix.idf_sum("parked spot zuni")
+    commits = ix.commits
+    ix.delete(["m1"])
+    ix.add(["m1"], [dict(ROWS)["m1"]])
+    assert (ix.query("parked at spot d3 level", 7), ix.idf_sum("parked spot zuni")) == before
+    assert ix.commits == commits  # nothing to apply: no commit
+    ix.add(["m1"], ["now a memory about a quokka"])  # a real replacement still lands
+    assert ix.query("quokka", 5)[0] == ["m1"] and ix.query("spot d3", 5)[0] != ["m1"]
+    ix.close()
+
+
+def test_the_timer_commits_what_is_staged_without_a_read(tmp_path: Path) -> None:
+    store = _Store(ROWS)
+    ix = store.open(tmp_path)
+    before = ix.commits
+    ix.add(["t1"], ["a note the timer commits: wombat"])
+    deadline = time.monotonic() + 20 * COMMIT_DELAY_S + 5
+    while ix.commits == before and time.monotonic() < deadline:
+        time.sleep(COMMIT_DELAY_S / 4)
+    assert ix.commits == before + 1
+    manifest = (LexicalIndex.namespace_dir(tmp_path, "ns") / "manifest.json").read_text()
+    assert str(len(ROWS) + 1) in manifest  # committed and recorded on disk
+    ix.close()
+
+
+_EXIT_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from scrubjay.lexical import LexicalIndex
+    folder, how = sys.argv[1], sys.argv[2]
+    ix = LexicalIndex.open(folder, "exit", lambda: [], lambda: [])
+    ix.add(["m1"], ["a note staged at exit: platypus"])
+    if how == "kill":  # within the commit delay
+        os.kill(os.getpid(), signal.SIGKILL)
+    # "exit": the interpreter ends without close(); its atexit hook commits
+""")
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_staged_changes_at_exit_are_committed_and_at_a_kill_rebuilt(
+        tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    proc = subprocess.run([sys.executable, "-c", _EXIT_CHILD, str(tmp_path), how],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == (-signal.SIGKILL if how == "kill" else 0), proc.stderr
+    calls: list[int] = []
+
+    def rows() -> list[tuple[str, str]]:
+        calls.append(1)
+        return [("m1", "a note staged at exit: platypus")]
+
+    with caplog.at_level(logging.WARNING, logger="scrubjay.lexical"):
+        ix = LexicalIndex.open(tmp_path, "exit", lambda: ["m1"], rows)
+    assert ix.query("platypus", 5)[0] == ["m1"]
+    assert bool(calls) == (how == "kill")  # a clean exit needs no rebuild; a kill does
     ix.close()
 
 
