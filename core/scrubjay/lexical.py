@@ -49,7 +49,8 @@ there is no ``fsync`` to share. On open, the manifest is compared with the ids
 the store holds (``expected_ids``) and with the index's document count; when they differ, or
 the index cannot be read, the namespace is rebuilt from the ``(id, text)`` rows the store
 gives (``rows``). A crash with changes staged, or between a tantivy commit and the manifest
-write, therefore costs a rebuild, never a wrong answer. The caller writes the store (Chroma) first and this index second:
+write, therefore costs a rebuild, never a wrong answer. The caller writes the store (Chroma)
+first and this index second:
 the check compares id sets, so a crash between the two is seen through the ids. A text replaced
 under an id the index already has is not seen by it: after a crash between the store's update
 and the index's, the index keeps the old text for that id until :meth:`~LexicalIndex.purge`
@@ -248,6 +249,7 @@ class LexicalIndex:
         self._lock_fd: int | None = None
         self._closed = False
         self._failed = False  # a commit failed: refuse further calls until a reopen
+        self._pid = os.getpid()  # a fork's child never commits its parent's writer
         self._shared_key: str | None = None
         _OPEN.add(self)
 
@@ -677,6 +679,8 @@ _OPEN: weakref.WeakSet[LexicalIndex] = weakref.WeakSet()
 @atexit.register
 def _commit_at_exit() -> None:
     for ix in list(_OPEN):
+        if ix._pid != os.getpid():  # inherited through fork: the parent's to commit
+            continue
         with contextlib.suppress(StoreError), ix._lock:
             if not ix._closed and ix._writer is not None and ix._pending:
                 ix._commit()

@@ -349,6 +349,31 @@ def test_the_timer_commits_what_is_staged_without_a_read(tmp_path: Path) -> None
     ix.close()
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_forked_child_does_not_commit_its_parents_staged_changes(tmp_path: Path) -> None:
+    from scrubjay import lexical
+
+    store = _Store(ROWS)
+    ix = store.open(tmp_path)
+    manifest = LexicalIndex.namespace_dir(tmp_path, "ns") / "manifest.json"
+    before = manifest.read_text()
+    ix.add(["f1"], ["staged before the fork: narwhal"])
+    pid = os.fork()
+    if pid == 0:  # the child's exit hook must leave the parent's writer alone (its
+        code = 1  # commit there panics in tantivy: the writer's threads did not survive)
+        try:
+            lexical._commit_at_exit()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert manifest.read_text() == before  # nothing committed by the child
+    assert ix.query("narwhal", 5)[0] == ["f1"]  # the parent commits it
+    assert manifest.read_text() != before
+    ix.close()
+
+
 _EXIT_CHILD = textwrap.dedent("""
     import os, signal, sys
     from scrubjay.lexical import LexicalIndex
