@@ -487,6 +487,14 @@ class _OwnCaches:
         finally:
             sup.parse_claim = saved
 
+    def timed(self, mem: Any, method: str, *args: Any, **kwargs: Any) -> float:
+        """Seconds ``mem.<method>(*args, **kwargs)`` takes with ``mem``'s own claim cache."""
+        call = getattr(mem, method)
+        with self.of(mem):
+            t = time.perf_counter()
+            call(*args, **kwargs)
+            return time.perf_counter() - t
+
 
 def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str, Any]],
                 n: int, batch: int, client: Any, path: Path) -> dict[str, Any]:
@@ -566,24 +574,12 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             as_meta.add(ids=[p["id"] for p in part], embeddings=vec,
                         metadatas=[{"t": p["at"], "text": p["text"]} for p in part])
             meta_s += time.perf_counter() - t
-            with own.of(mem):
-                t = time.perf_counter()
-                mem.add_many(part)
-                sj_s += time.perf_counter() - t
-            with own.of(no_graph):
-                t = time.perf_counter()
-                no_graph.add_many(part)
-                flat_s += time.perf_counter() - t
+            sj_s += own.timed(mem, "add_many", part)
+            flat_s += own.timed(no_graph, "add_many", part)
             if mirrored is not None:
-                with own.of(mirrored):
-                    t = time.perf_counter()
-                    mirrored.add_many(part)
-                    mirror_s += time.perf_counter() - t
+                mirror_s += own.timed(mirrored, "add_many", part)
             if no_lex is not None:
-                with own.of(no_lex):
-                    t = time.perf_counter()
-                    no_lex.add_many(part)
-                    no_lex_s += time.perf_counter() - t
+                no_lex_s += own.timed(no_lex, "add_many", part)
             rows = mem._store.what.get(ids=[p["id"] for p in part],
                                        include=["embeddings", "documents", "metadatas"])
             kw = {"documents": rows["documents"]} if any(rows["documents"]) else {}
@@ -597,20 +593,11 @@ def _ingest_one(corpus: Corpus, name: str, raw_client: Any, items: list[dict[str
             col.add(ids=[p["id"]], embeddings=vec, documents=[p["text"]],
                     metadatas=[{"t": p["at"]}])
             one_raw.append(time.perf_counter() - t)
-            with own.of(mem):
-                t = time.perf_counter()
-                mem.add(p["text"], at=p["at"])
-                one_sj.append(time.perf_counter() - t)
+            one_sj.append(own.timed(mem, "add", p["text"], at=p["at"]))
             if mirrored is not None:
-                with own.of(mirrored):
-                    t = time.perf_counter()
-                    mirrored.add(p["text"], at=p["at"])
-                    one_mirror.append(time.perf_counter() - t)
+                one_mirror.append(own.timed(mirrored, "add", p["text"], at=p["at"]))
             if no_lex is not None:
-                with own.of(no_lex):
-                    t = time.perf_counter()
-                    no_lex.add(p["text"], at=p["at"])
-                    one_no_lex.append(time.perf_counter() - t)
+                one_no_lex.append(own.timed(no_lex, "add", p["text"], at=p["at"]))
     finally:
         mem.close()
         no_graph.close()
