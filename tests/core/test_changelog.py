@@ -95,7 +95,7 @@ def test_a_mirror_applies_another_writers_adds_updates_and_deletes(
     assert ranked(plain) == ranked(open_memory(mirror=True, lexical=False))
     # the lexical channel holds the same memories; its BM25 statistics may still count a3
     # until tantivy merges its segment (docs/hybrid.md), so its scores are not compared
-    lex, fresh_lex = mirrored._backend._lex, fresh._backend._lex
+    lex, fresh_lex = mirrored._backend._lexical.index, fresh._backend._lexical.index
     assert lex is not None and fresh_lex is not None and lex.checksum == fresh_lex.checksum
     assert ({h.id for h in mirrored.search("topic 2 project", k=100)}
             == {h.id for h in fresh.search("topic 2 project", k=100)})

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,7 +20,6 @@ from numpy.typing import NDArray
 from ..buffer import BufferBlock, BufferState, gather_block
 from ..codec import RowsBackup, StoredRow, record_of
 from ..errors import ScrubJayError
-from ..fusion import LEXICAL_CANDIDATES
 from ..graph import edge_weights, strongest_columns
 from ..lexical import LexicalIndex
 from ..linking import (
@@ -36,6 +36,7 @@ from ..scoring import drifted_similarity_bound, relevance_bound
 from ..timeline import CURRENT, stale_reasons, visible
 from ..types import Hit, MemoryRecord
 from .base import BaseBackend, _whats
+from .lexical_channel import LexicalChannel
 
 __all__ = ["LEXICAL_FOLDER", "SERVER_FIRST_PER_K", "SERVER_WIDEN", "MirroredBackend"]
 
@@ -59,8 +60,13 @@ class MirroredBackend(BaseBackend):
     _mirror: Mirror | None = None
     # (buffer, mirror, mirror version) the block was gathered for, and the block
     _block: tuple[BufferState, Mirror, int, BufferBlock] | None = None
-    #: The lexical channel (None: off, or given up after a failed write until the next open)
-    _lex: LexicalIndex | None = None
+    #: The lexical channel (its index None: off, or given up after a failed write until the
+    #: next open)
+    _lexical: LexicalChannel
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lexical = LexicalChannel(self.store.namespace)
 
     # ------------------------------------------------------------------ the lexical channel
     def open(self) -> None:
@@ -74,13 +80,12 @@ class MirroredBackend(BaseBackend):
         against the mirror's ids, rebuilt from its texts when they differ), else in memory,
         built from the mirror."""
         if self.store.path is not None and self.private_prefix is None:
-            self._lex = LexicalIndex.acquire(Path(self.store.path) / LEXICAL_FOLDER,
-                                             self.store.namespace,
-                                             expected_ids=self._mirror_ids,
-                                             rows=self._mirror_texts)
+            self._lexical.index = LexicalIndex.acquire(
+                Path(self.store.path) / LEXICAL_FOLDER, self.store.namespace,
+                expected_ids=self._mirror_ids, rows=self._mirror_texts)
         else:
-            self._lex = LexicalIndex.in_memory(self._mirror_texts(),
-                                               namespace=self.store.namespace)
+            self._lexical.index = LexicalIndex.in_memory(self._mirror_texts(),
+                                                         namespace=self.store.namespace)
 
     def _mirror_ids(self) -> list[str]:
         return list(self._mirror.row_of) if self._mirror is not None else []
@@ -90,66 +95,14 @@ class MirroredBackend(BaseBackend):
             return []
         return [(r.id, r.text) for r in self._mirror.view().records]
 
-    def _lexical_write(self, what: str, run: Callable[[LexicalIndex], None]) -> None:
-        """``run(index)``; when it fails, the lexical channel is off until the next open, whose
-        consistency check rebuilds the index from the store (the store holds the write)."""
-        lex = self._lex
-        if lex is None:
-            return
-        try:
-            run(lex)
-        except (ScrubJayError, OSError, ValueError) as exc:
-            logger.warning("The lexical index of namespace %r could not %s (%s); searches rank "
-                           "by dense relevance until the memory is reopened, which rebuilds it",
-                           self.store.namespace, what, type(exc).__name__)
-            self._lex = None
-            try:
-                lex.release()
-            except (ScrubJayError, OSError, ValueError):
-                pass
-
-    def _rebuild_lexical(self, lex: LexicalIndex) -> None:
-        lex.clear()
-        lex.add(*_split(self._mirror_texts()))
-
-    def _lexical_add(self, pairs: Iterable[tuple[str, str]]) -> None:
-        items = list(pairs)
-        if items:
-            self._lexical_write("index new memories", lambda lex: lex.add(
-                [i for i, _ in items], [t for _, t in items]))
-
-    def _lexical_delete(self, ids: Sequence[str]) -> None:
-        if ids:
-            self._lexical_write("delete memories", lambda lex: lex.delete(ids))
-
-    def _lexical_query(self, q: Query) -> tuple[list[str], list[float], float]:
-        """The lexical channel's best ``(ids, BM25 scores)`` for the query and the summed idf
-        of its terms (none when off)."""
-        lex = self._lex
-        if lex is None or not q.text:
-            return [], [], 0.0
-        try:
-            ids, scores = lex.query(q.text, LEXICAL_CANDIDATES)
-            return ids, scores, lex.idf_sum(q.text) if ids else 0.0
-        except (ScrubJayError, OSError, ValueError) as exc:
-            logger.warning("The lexical index of namespace %r could not be searched (%s); "
-                           "ranking by dense relevance", self.store.namespace,
-                           type(exc).__name__)
-            return [], [], 0.0
-
     def compact(self) -> bool:
         done = super().compact()
-        self._lexical_write("be rewritten", lambda lex: lex.purge(self._mirror_texts))
+        self._lexical.purge(self._mirror_texts)
         return done
 
     def close(self, *, save: bool) -> None:
-        if not self.closed and self._lex is not None:
-            lex, self._lex = self._lex, None
-            try:
-                lex.release()
-            except (ScrubJayError, OSError, ValueError) as exc:
-                logger.warning("Closing the lexical index of namespace %r failed: %s",
-                               self.store.namespace, type(exc).__name__)
+        if not self.closed:
+            self._lexical.close()
         super().close(save=save)
 
     # ------------------------------------------------------------------ the mirror
@@ -187,8 +140,8 @@ class MirroredBackend(BaseBackend):
         self._refresh_wdeg(set(self.graph.g.nodes))
         if rows:
             self.newest_t = max(self.newest_t, float(np.max(self._mirror.view().t)))
-        if self._lex is not None:  # a reload of the whole mirror (a change log gone too far)
-            self._lexical_write("be rebuilt", self._rebuild_lexical)
+        if self._lexical.on:  # a reload of the whole mirror (a change log gone too far)
+            self._lexical.rebuild(self._mirror_texts)
 
     def _append_rows(self, rows: list[StoredRow]) -> None:
         """Put stored rows into the mirror (replacing the ids it holds), creating it."""
@@ -200,7 +153,7 @@ class MirroredBackend(BaseBackend):
                             np.stack([r.where if r.where is not None else zero
                                       for r in rows]).astype(np.float32),
                             drift=[r.drift_rad for r in rows])
-        self._lexical_add((r.id, r.text) for r in rows)
+        self._lexical.add((r.id, r.text) for r in rows)
 
     def _reload_rows(self, ids: Sequence[str]) -> None:
         """The records, what-vectors and drift of ``ids`` as the store holds them (best
@@ -238,7 +191,7 @@ class MirroredBackend(BaseBackend):
             self._mirror = Mirror(int(what.shape[1]))
         self._mirror.append(records, what, where)
         self._refresh_wdeg(changed)
-        self._lexical_add((r.id, r.text) for r in records)
+        self._lexical.add((r.id, r.text) for r in records)
 
     def _unwritten(self, records: list[MemoryRecord], old: list[str]) -> None:
         # roll the in-memory graph back to what Chroma holds
@@ -406,7 +359,7 @@ class MirroredBackend(BaseBackend):
         decay = self.config.decay
         rows: Rows
         exhaustive = True
-        lex_ids, lex_bm, lex_idf = self._lexical_query(q) if relevance else ([], [], 0.0)
+        lex_ids, lex_bm, lex_idf = self._lexical.query(q) if relevance else ([], [], 0.0)
         row_of: dict[str, int] | None = None
         if not relevance or self._scan(len(self._mirror)):
             rows = self._mirror.view()
@@ -546,7 +499,7 @@ class MirroredBackend(BaseBackend):
         if self._mirror is not None:
             self._mirror.remove(list(ids))
             self._refresh_wdeg(survivors)
-        self._lexical_delete(list(ids))
+        self._lexical.delete(list(ids))
 
     def _resync_after_failed_delete(self, ids: Sequence[str], survivors: Sequence[str]) -> None:
         """After a delete that failed part-way: bring the graph and the mirror back in step
@@ -563,7 +516,7 @@ class MirroredBackend(BaseBackend):
         if not gone or self._mirror is None:
             return
         self._mirror.remove(gone)
-        self._lexical_delete(gone)
+        self._lexical.delete(gone)
         for mid in gone:
             self.graph.remove(mid)
         self.on_gone(set(gone), True)
@@ -580,11 +533,7 @@ class MirroredBackend(BaseBackend):
     def forget(self) -> None:
         super().forget()
         self._mirror = Mirror(self.dim) if self.dim is not None else None
-        self._lexical_write("be cleared", lambda lex: lex.clear())
-
-
-def _split(pairs: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
-    return [i for i, _ in pairs], [t for _, t in pairs]
+        self._lexical.clear()
 
 
 def _current(rows: Rows, t_q: float, stale_ratio: float) -> NDArray[np.bool_]:
