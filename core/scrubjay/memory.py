@@ -323,10 +323,11 @@ class ScrubJayMemory:
         owner = "ScrubJayMemory.search"
         t_q = self._time(at, owner)
         backend = self._backend
-        if backend.dim is None or backend.known_empty():
+        dim = backend.current_dim(self._embedder.name)
+        if dim is None or backend.known_empty():
             return []
         e_q = (self._embed([query], query=True)[0] if query_vector is None
-               else checked_query_vector(query_vector, backend.dim, owner))
+               else checked_query_vector(query_vector, dim, owner))
         c_q = self._embed([context], query=True)[0]
         # np.linalg.norm of a vector is sqrt(x . x): the same float, without its checks
         weights = adaptive_weights(query, float(np.sqrt(e_q.dot(e_q))),
@@ -356,7 +357,8 @@ class ScrubJayMemory:
         with self._lock:
             self._fresh()
             t0 = self._time(at, owner)
-            if self._backend.dim is None or self._backend.size() == 0:
+            if (self._backend.current_dim(self._embedder.name) is None
+                    or self._backend.size() == 0):
                 self._set_buffer(BufferState(task=task, context=context, prepared_at_s=t0,
                                              ids=()))
                 return []

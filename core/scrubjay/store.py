@@ -481,8 +481,12 @@ class ChromaStore(ChromaReads):
             self.path = None
 
     # -- collection metadata: schema, embedder, buffer -------------------------------------
-    def state(self) -> dict[str, Any]:
+    def state(self, *, fresh: bool = False) -> dict[str, Any]:
+        """The namespace's state (the what collection's metadata); ``fresh``: read again from
+        Chroma (another client may have written it since this one opened the collection)."""
         try:
+            if fresh:
+                return dict(self.client.get_collection(self.what.name).metadata or {})
             return dict(self.what.metadata or {})
         except Exception as exc:
             raise wrap_error("read the collection metadata", exc) from exc
@@ -523,16 +527,17 @@ class ChromaStore(ChromaReads):
         if state.get("sj_schema", 1) != SCHEMA_VERSION:
             self.set_state(sj_schema=SCHEMA_VERSION)
 
-    def recorded_embedder(self) -> tuple[str, int] | None:
-        state = self.state()
+    def recorded_embedder(self, *, fresh: bool = False) -> tuple[str, int] | None:
+        state = self.state(fresh=fresh)
         if "sj_embedder" not in state:
             return None
         return str(state["sj_embedder"]), int(state["sj_dim"])
 
-    def check_reader(self, name: str) -> int | None:
+    def check_reader(self, name: str, *, fresh: bool = False) -> int | None:
         """At open: the dimension of the embedder the namespace was written with (None: none
-        yet); refuse another embedder (a ``callable:`` one is taken on trust)."""
-        recorded = self.recorded_embedder()
+        yet); refuse another embedder (a ``callable:`` one is taken on trust). ``fresh``: the
+        state is read again from Chroma."""
+        recorded = self.recorded_embedder(fresh=fresh)
         if recorded is None:
             return None
         written, dim = recorded

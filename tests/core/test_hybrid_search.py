@@ -208,23 +208,64 @@ def test_bad_queries_still_answer(tmp_path: Path, query: str) -> None:
     mem.close()
 
 
-def test_server_with_a_mirror_sees_another_process_words(chroma_server: tuple[str, int]
-                                                         ) -> None:
+@pytest.mark.parametrize("mirror", [True, None], ids=["mirror", "no-mirror"])
+def test_a_server_client_sees_another_process_words(chroma_server: tuple[str, int],
+                                                    mirror: bool | None) -> None:
+    """Server mode, with a mirror and without one (the default): another client's adds and
+    deletes reach this one's lexical channel before its next search, and a client opened on
+    a namespace that holds memories builds its index from their texts."""
     import uuid
 
     import chromadb
+    from scrubjay.changelog import LOG_KEEP_S
 
     host, port = chroma_server
-    cfg = ScrubJayConfig(search=SearchConfig(mirror=True))
+    cfg = ScrubJayConfig(search=SearchConfig(mirror=mirror))
     ns = f"lex-{uuid.uuid4().hex[:8]}"
-    a = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port), namespace=ns,
-                       embedder=HashEmbedder(dim=64), config=cfg)
-    b = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port), namespace=ns,
-                       embedder=HashEmbedder(dim=64), config=cfg)
+
+    def client() -> ScrubJayMemory:
+        return ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port), namespace=ns,
+                              embedder=HashEmbedder(dim=64), config=cfg)
+
+    a, b = client(), client()
+    assert (type(b._backend).__name__ == "ServerBackend") == (mirror is None)
     _fill(a)
     hit = b.search("KL0643", at=T0 + 3600, k=1)[0]
     assert hit.text == FLIGHTS[3] and hit.lexical > 0.9
+    assert hit.lexical_weight == cfg.search.lexical_weight
     a.delete(hit.id)
     assert all(h.id != hit.id for h in b.search("KL0643", at=T0 + 3600, k=8))
-    a.close()
-    b.close()
+    index = b._backend._lexical.index
+    assert index is not None and hit.id not in index and len(index) == len(FLIGHTS) - 1
+    c = client()  # opened on stored memories: its index is read from their texts
+    assert c.search("SK1470", at=T0 + 3600, k=1)[0].lexical > 0.9
+    # a client whose last sync is older than the log keeps: it rebuilds its index whole
+    cursor = c._backend._log_cursor
+    assert cursor is not None
+    cursor.synced_at -= LOG_KEEP_S
+    a.add("Booked flight TP0099 to Lisbon", at=T0 + 7200)
+    found = c.search("TP0099", at=T0 + 7300, k=1)[0]
+    assert found.text == "Booked flight TP0099 to Lisbon" and found.lexical > 0.9
+    a.forget_namespace()
+    for m in (a, b, c):
+        m.close()
+
+
+def test_a_local_store_without_a_mirror_ranks_with_the_lexical_channel(tmp_path: Path) -> None:
+    """``SearchConfig(mirror=False)`` over a folder: the server backend on local Chroma, its
+    lexical index built in RAM at open."""
+    cfg = ScrubJayConfig(search=SearchConfig(mirror=False))
+    mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(dim=64), config=cfg)
+    assert type(mem._backend).__name__ == "ServerBackend"
+    _fill(mem)
+    mem.close()
+    mem = ScrubJayMemory(path=tmp_path / "s", embedder=HashEmbedder(dim=64), config=cfg)
+    for text in FLIGHTS:
+        hit = mem.search(text.split()[2], at=T0 + 3600, k=1)[0]
+        assert hit.text == text and hit.lexical > 0.9
+    mem.delete(hit.id)
+    assert all(h.id != hit.id and h.lexical < 0.5
+               for h in mem.search(text.split()[2], at=T0 + 3600, k=8))
+    mem.forget_namespace()
+    assert mem.search("LH4417", at=T0 + 3600, k=3) == []
+    mem.close()

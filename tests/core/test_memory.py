@@ -132,27 +132,36 @@ def test_search_is_exact_against_naive_reference(clock, tmp_path) -> None:
             assert h.score == pytest.approx(ref[h.id], abs=1e-5)
 
 
-def test_server_matches_embedded_when_candidates_cover(clock, tmp_path, chroma_server) -> None:
+@pytest.mark.parametrize("lexical", [False, True])
+def test_server_matches_embedded_when_candidates_cover(clock, tmp_path, chroma_server,
+                                                       lexical) -> None:
+    """A server without a mirror (the client/server default) ranks as an embedded store, with
+    the lexical channel and without it."""
     import chromadb
 
     emb = HashEmbedder(32)
-    # a server without a mirror has no lexical channel: compare the dense ranking
-    dense = ScrubJayConfig(search=SearchConfig(lexical=False))
-    local = ScrubJayMemory(path=tmp_path / "e", embedder=emb, clock=clock, config=dense)
+    cfg = ScrubJayConfig(search=SearchConfig(lexical=lexical))
+    local = ScrubJayMemory(path=tmp_path / "e", embedder=emb, clock=clock, config=cfg)
     remote = ScrubJayMemory(client=chromadb.HttpClient(host=chroma_server[0],
                                                        port=chroma_server[1]),
-                            namespace="parity", embedder=emb, clock=clock)
+                            namespace=f"parity-{lexical}", embedder=emb, clock=clock,
+                            config=cfg)
+    assert type(remote._backend).__name__ == "ServerBackend"
     remote.forget_namespace()
     items = [{"text": f"{a} {b}", "context": c, "at": clock() - i * 600, "id": f"m{i}"}
-             for i, (a, b, c) in enumerate([("office", "key", "work"), ("car", "park", ""),
+             for i, (a, b, c) in enumerate([("office", "key K7", "work"), ("car", "park", ""),
                                             ("tea", "green", "cafe"), ("key", "car", "work"),
                                             ("office", "tea", "cafe"), ("park", "level", "")])]
     local.add_many(items)
     remote.add_many(items)
-    for q in ["office key", "car", "green tea"]:
-        a = [(h.id, round(h.score, 6)) for h in local.search(q, context="work", k=4)]
-        b = [(h.id, round(h.score, 6)) for h in remote.search(q, context="work", k=4)]
-        assert a == b
+    for q in ["office key", "car", "green tea", "K7"]:
+        for ctx in ("work", ""):
+            a = [(h.id, round(h.score, 6), round(h.lexical, 6), h.lexical_weight)
+                 for h in local.search(q, context=ctx, k=4)]
+            b = [(h.id, round(h.score, 6), round(h.lexical, 6), h.lexical_weight)
+                 for h in remote.search(q, context=ctx, k=4)]
+            assert a == b
+            assert any(lex > 0 for _, _, lex, _ in a) == lexical
     remote.forget_namespace()
     local.close()
     remote.close()

@@ -192,3 +192,69 @@ def test_server_hits_stay_exact_after_rci_with_deferred_index_rewrites(stores) -
     for query, ctx in QUERIES:
         for k in K_VALUES:
             _same_hits(mem.search(query, context=ctx, k=k), ref.search(query, context=ctx, k=k))
+
+
+# -------------------------------------------------------------------- the lexical channel
+def _tagged_lookup() -> tuple[CallableEmbedder, list[dict[str, Any]], list[tuple[str, str]]]:
+    """N memories whose texts carry a shared tag (one of 23) and, for every tenth, a code of
+    its own; their vectors ignore those words, so only the lexical channel sees them."""
+    base = Lookup()
+    lut = dict(base.lut)
+    items = []
+    contexts = ["", "ctx {j}", "ctx {j} #{i}"]
+    for i in range(N):
+        text = f"m{i} tag{i % 23}" + (f" code{i}" if i % 10 == 0 else "")
+        lut[text] = base.lut[f"m{i}"]
+        items.append({"text": text, "context": contexts[i % 3].format(i=i, j=i % 6),
+                      "at": 1_764_000_000.0 - (N - i) * 7_200.0, "id": f"m{i:03d}"})
+    queries = []
+    for q in range(8):
+        for words in (f"q{q} tag{(5 * q) % 23}", f"q{q} code{40 * q}", f"q{q} tag{q} tag{q + 1}"):
+            lut[words] = base.lut[f"q{q}"]
+            queries.append((words, "" if q % 2 else f"ctx {q % 6}"))
+    return (CallableEmbedder(lambda ts: np.stack([lut[t] for t in ts]), name="callable:tags"),
+            items, queries)
+
+
+def test_server_hits_with_the_lexical_channel_equal_the_exact_scan(chroma_server,
+                                                                   request) -> None:
+    """A server without a mirror fuses the lexical channel as a mirror's exact scan does:
+    the same hits, scores and lexical shares, with and without context, stale memories
+    excluded or not, and at an earlier time (fewer memories visible, values as they were)."""
+    import chromadb
+
+    client = chromadb.HttpClient(host=chroma_server[0], port=chroma_server[1])
+    emb, items, queries = _tagged_lookup()
+    clock = FrozenClock(1_764_000_000.0)
+    ns = f"srv-lex-{request.node.name[:30]}"
+
+    def make(**search: Any) -> ScrubJayMemory:
+        return ScrubJayMemory(client=client, namespace=ns, clock=clock, embedder=emb,
+                              config=ScrubJayConfig(search=SearchConfig(**search)))
+
+    mem = make()
+    mem.forget_namespace()
+    mem.add_many(items)
+    ref = make(mirror=True, scan_max=None)
+    try:
+        fused = 0
+        for query, ctx in queries:
+            for k in K_VALUES:
+                for kw in ({}, {"exclude_stale": True}, {"at": clock() - 200 * 7_200.0}):
+                    got = mem.search(query, context=ctx, k=k, **kw)
+                    want = ref.search(query, context=ctx, k=k, **kw)
+                    _same_hits(got, want)
+                    assert [(round(h.lexical, 6), h.lexical_weight) for h in got] == \
+                        [(round(h.lexical, 6), h.lexical_weight) for h in want]
+                    fused += any(h.lexical > 0 for h in got)
+        assert fused > len(queries) * len(K_VALUES)  # the channel decided many answers
+        # a code far from the query's dense neighbours comes first, as only BM25 can place it
+        hit = mem.search("q1 code40", k=1)[0]
+        assert hit.id == "m040" and hit.lexical > 0.3
+        dense = make(lexical=False)
+        assert dense.search("q1 code40", k=1)[0].id != "m040"
+        dense.close()
+    finally:
+        mem.forget_namespace()
+        mem.close()
+        ref.close()

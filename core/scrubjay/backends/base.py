@@ -88,6 +88,9 @@ class Backend(Protocol):
     def refresh(self) -> None:
         """Apply the writes other processes made since the last operation."""
 
+    def current_dim(self, embedder: str) -> int | None:
+        """The namespace's vector dimension (None: no memory yet)."""
+
     def searching(self, run: Callable[[], list[Hit]]) -> list[Hit]:
         """``run()`` (a search) on a current view of the namespace."""
 
@@ -230,6 +233,14 @@ class BaseBackend:
 
     def refresh(self) -> None:
         return None
+
+    def current_dim(self, embedder: str) -> int | None:
+        """The namespace's vector dimension (None: no memory yet). A server namespace that
+        was empty at open learns it here once another client has written (``embedder``: this
+        memory's embedder's name, checked against the one that wrote)."""
+        if self.dim is None and self.server:
+            self.dim = self.store.check_reader(embedder, fresh=True)
+        return self.dim
 
     def searching(self, run: Callable[[], list[Hit]]) -> list[Hit]:
         return run()

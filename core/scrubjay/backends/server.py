@@ -24,16 +24,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..codec import INDEX_DRIFT_MAX_RAD, StoredRow, record_of
+from ..codec import INDEX_DRIFT_MAX_RAD, RowsBackup, StoredRow, record_of, row_text
 from ..config import GraphConfig
 from ..decay import utility
 from ..errors import ScrubJayError
+from ..fusion import fuse
 from ..graph import (
     EpisodicGraph,
     edge_weight_from_similarity,
     edge_weights_from_similarity,
     temporal_horizon_s,
 )
+from ..lexical import LexicalIndex
 from ..linking import NO_CANDIDATES, LinkCandidates, pair_dots
 from ..mirror import Rows, rows_as_of, temporal_arrays
 from ..ranking import Query, partial_scores
@@ -43,6 +45,8 @@ from ..timeline import CURRENT, REASONS, records_as_of, stale_reasons, time_fact
 from ..timeread import TimeNeighbours
 from ..types import Hit, MemoryRecord, Perishability
 from .base import BaseBackend, Batch
+from .following import FollowsChangeLog
+from .lexical_channel import LexicalChannel
 from .mirrored import SERVER_FIRST_PER_K, SERVER_WIDEN
 
 __all__ = ["ServerBackend"]
@@ -66,10 +70,57 @@ class _Scored:
     """Each candidate's adjacency payload (``sj_edges``), for the deferred graph bonus."""
     bound: float
     """Upper bound of the relevance key of any memory not among them (-inf: none is left)."""
+    ell: NDArray[np.float64]
+    """Each candidate's lexical score (0 outside the lexical channel's hits)."""
 
     @property
     def value(self) -> NDArray[np.float64]:
         return np.array([r.value for r in self.records], dtype=np.float64)
+
+
+@dataclass(slots=True)
+class _Top:
+    """The relevance top ``k`` of some candidates (:meth:`ServerBackend._server_top`)."""
+
+    kth: float
+    """The k-th key, -inf when fewer than k compete."""
+    top: NDArray[np.intp]
+    """The top k, best first (ties by id)."""
+    key: NDArray[np.float64]
+    utility: NDArray[np.float64]
+    why: NDArray[np.int8]
+    factor: NDArray[np.float64]
+    lexical: bool
+    """Whether the lexical channel is fused: a competing candidate is among its hits."""
+
+
+class _LexicalHits:
+    """A server search's lexical hits: their ``ell`` and their rows, fetched once (with
+    vectors, beside the search's first dense queries) and scored exactly."""
+
+    def __init__(self, ell: dict[str, float], rows: Future[list[StoredRow]],
+                 e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> None:
+        self.ell = ell
+        self._rows: Future[list[StoredRow]] | None = rows
+        self._q = (e_q, c_q)
+        self._scored: tuple[list[StoredRow], list[float], dict[str, float]] | None = None
+
+    def scored(self) -> tuple[list[StoredRow], list[float], dict[str, float]]:
+        """``(rows, what-similarities, where-similarity by id)`` of the hits still stored."""
+        if self._scored is None:
+            assert self._rows is not None
+            rows, self._rows = self._rows.result(), None
+            e_q, c_q = self._q
+            sims = [float(r.what @ e_q) for r in rows]  # type: ignore[operator]
+            where = {r.id: float(r.where @ c_q) for r in rows if r.where is not None}
+            self._scored = rows, sims, where
+        return self._scored
+
+    def close(self) -> None:
+        """Wait for the fetch when no search step did (its failure is the search's)."""
+        if self._rows is not None:
+            with contextlib.suppress(Exception):
+                self._rows.result()
 
 
 @dataclass(slots=True)
@@ -180,13 +231,61 @@ class _Queried:
         return self.ok
 
 
-class ServerBackend(BaseBackend):
-    """A namespace read and written through Chroma only (nothing of it held here)."""
+class ServerBackend(FollowsChangeLog, BaseBackend):
+    """A namespace read and written through Chroma only: nothing of it is held here but the
+    lexical index of its texts (the lexical channel, when on), kept current by the change log."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         #: Adjacency payloads of the rows the last reads brought (a search's graph bonus).
         self._graph_cache: dict[str, str] = {}
+        self._lexical = LexicalChannel(self.store.namespace)
+
+    # ------------------------------------------------------------------ the lexical channel
+    def _load(self) -> None:
+        """The lexical index, built in RAM from the stored texts (no vectors are read), and
+        following the change log from before that read on."""
+        search = self.config.search
+        if search.lexical and search.ranking == "relevance":
+            self._start_log_cursor()
+            self._lexical.index = LexicalIndex.in_memory(self._stored_texts(),
+                                                         namespace=self.store.namespace)
+
+    def _stored_texts(self) -> list[tuple[str, str]]:
+        return [(r.id, r.text) for r in self.store.iter_all(vectors=False)]
+
+    def searching(self, run: Callable[[], list[Hit]]) -> list[Hit]:
+        """``run()`` with the change log read beside it when the lexical channel is on (the
+        lexical index learns of other processes' writes; Chroma answers the rest)."""
+        return self._search_following(run) if self._lexical.on else run()
+
+    def _apply_logged(self, ids: set[str] | None) -> None:
+        if ids is None:  # the log no longer reaches back to the last sync
+            self._start_log_cursor()
+            self._lexical.rebuild(self._stored_texts)
+            return
+        rows = self.store.get(sorted(ids))
+        present = {r.id for r in rows}
+        self._lexical.delete([i for i in sorted(ids) if i not in present])
+        self._lexical.add((r.id, r.text) for r in rows)
+
+    def _written(self, records: list[MemoryRecord], what: NDArray[np.float32],
+                 where: NDArray[np.float32], changed: set[str]) -> None:
+        self._lexical.add((r.id, r.text) for r in records)
+
+    def _restored(self, backup: RowsBackup) -> None:
+        self._lexical.add((i, row_text(meta or {}, doc)) for i, meta, doc in
+                          zip(backup.ids, backup.metadatas, backup.documents, strict=True))
+
+    def compact(self) -> bool:
+        done = super().compact()
+        self._lexical.purge(self._stored_texts)
+        return done
+
+    def close(self, *, save: bool) -> None:
+        if not self.closed:
+            self._lexical.close()
+        super().close(save=save)
 
     def size(self) -> int:
         return self.store.count()
@@ -419,7 +518,7 @@ class ServerBackend(BaseBackend):
     # ------------------------------------------------------------------ search
     def search(self, q: Query) -> list[Hit]:
         if self.config.search.ranking == "relevance":
-            return self._server_relevance(q.e_q, q.c_q, q.weights, q.k, q.t_q, q.exclude_stale)
+            return self._server_relevance(q)
         rows = rows_as_of(self._server_candidates(q.e_q, q.c_q), q.t_q)
         keep = visible(rows.t, q.t_q)  # memories told after the query time are not seen
         if q.exclude_stale:
@@ -443,49 +542,67 @@ class ServerBackend(BaseBackend):
         ids.update(self.store.query("where", c_q, n)[0])
         return self._fetch_rows(sorted(ids))
 
-    def _server_relevance(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
-                          weights: NDArray[np.float64], k: int, t_q: float,
-                          exclude_stale: bool) -> list[Hit]:
+    def _server_relevance(self, q: Query) -> list[Hit]:
         """Relevance search against a Chroma server: the key needs only the similarities
-        (from Chroma's distances) and the value (metadata), so no vector is transferred.
+        (from Chroma's distances) and the value (metadata), so no vector is transferred but
+        the lexical hits' (below).
 
         It asks for ``SERVER_FIRST_PER_K * k`` candidates and widens them by ``SERVER_WIDEN``
         (up to ``SearchConfig.candidates``) until the k-th key is at least the bound of every
         memory left out: exact up to Chroma's HNSW approximation, provided no memory left out
         has a value above the largest one seen (the default, the candidates' and those this
-        process wrote through RCI). The hits' graph bonus is deferred (see :class:`Hit`).
+        process wrote through RCI). The lexical channel's hits are candidates too, their rows
+        fetched with vectors beside the first dense queries; a memory outside them has
+        ``ell = 0``, so once the channel is fused its key is at most ``(1 - lambda)`` times its
+        dense bound. The hits' graph bonus is deferred (see :class:`Hit`).
         """
+        e_q, c_q, weights, k, t_q = q.e_q, q.c_q, q.weights, q.k, q.t_q
+        lexical = self._lexical_hits(q)
         cap = max(self.config.search.candidates, k)
         n = min(cap, SERVER_FIRST_PER_K * k)
-        while True:
-            cand = self._server_scored(
-                e_q, c_q, weights, n,
-                lambda c: self._server_top(c, weights, k, t_q, exclude_stale)[0])
-            kth, top, key, u, why, factor = self._server_top(cand, weights, k, t_q,
-                                                             exclude_stale)
-            if cand.bound <= kth or n >= cap:
-                break
-            n = min(cap, SERVER_WIDEN * n)
+        try:
+            while True:
+                cand = self._server_scored(
+                    e_q, c_q, weights, n, lambda c: self._server_top(c, q), lexical)
+                best = self._server_top(cand, q)
+                if cand.bound <= best.kth or n >= cap:
+                    break
+                n = min(cap, SERVER_WIDEN * n)
+        finally:
+            if lexical is not None:
+                lexical.close()
+        top, key, u, why, factor = best.top, best.key, best.utility, best.why, best.factor
         graph_of = _DeferredGraph(self, cand, [cand.records[i].id for i in top], e_q, c_q,
                                   weights, t_q)
         w = tuple(float(x) for x in weights)
+        lam = self.config.search.lexical_weight if best.lexical else 0.0
         records, _ = records_as_of(cand.records, t_q)  # as they were at t_q
         return [Hit.deferred(graph_of=graph_of, record=records[i], score=float(key[i]),
                              utility=float(u[i]), stale=bool(why[i] != CURRENT),
                              what=float(cand.sim_what[i]), where=float(cand.sim_where[i]),
                              when=float(u[i]), weights=w,  # type: ignore[arg-type]
                              stale_reason=REASONS.get(int(why[i])),
-                             time_factor=float(factor[i]))
+                             time_factor=float(factor[i]),
+                             lexical=float(cand.ell[i]) if best.lexical else 0.0,
+                             lexical_weight=lam)
                 for i in top]
 
-    def _server_top(self, cand: _Scored, weights: NDArray[np.float64], k: int, t_q: float,
-                    exclude_stale: bool) -> tuple[float, NDArray[np.intp], NDArray[np.float64],
-                                                  NDArray[np.float64], NDArray[np.int8],
-                                                  NDArray[np.float64]]:
-        """(k-th key or -inf when fewer than k compete, the top k best first (ties by id),
-        every key, utility, stale reason and time factor) over ``cand``. The key is
-        :func:`~scrubjay.ranking.relevance_keys`' (its time factor is at most 1, so the
-        relevance bounds of the memories left out still hold)."""
+    def _lexical_hits(self, q: Query) -> _LexicalHits | None:
+        """The query's lexical hits (None: none, or the channel is off), their rows' fetch
+        started in a worker."""
+        ids, bm25, idf_sum = self._lexical.query(q)
+        if not ids or not idf_sum > 0:
+            return None
+        ell = {mid: min(1.0, max(0.0, s / idf_sum)) for mid, s in zip(ids, bm25, strict=True)}
+        rows = self._worker("inner").submit(self.store.get, ids, vectors=True,
+                                            where_vectors=bool(np.any(q.c_q)))
+        return _LexicalHits(ell, rows, q.e_q, q.c_q)
+
+    def _server_top(self, cand: _Scored, q: Query) -> _Top:
+        """The top ``q.k`` of ``cand`` by :func:`~scrubjay.ranking.relevance_keys`' key (its
+        time factor is at most 1, so the relevance bounds of the memories left out still
+        hold), with the lexical channel fused when a competing candidate is among its hits."""
+        t_q, cfg = q.t_q, self.config.search
         value = cand.value
         recs, changed = records_as_of(cand.records, t_q)  # RCI's later updates taken back
         if changed:
@@ -497,36 +614,49 @@ class ServerBackend(BaseBackend):
                                np.array([r.tau_s for r in recs], dtype=np.float64),
                                times["valid_from"], times["valid_until"], times["invalidated"],
                                t_q, self.config.decay.stale_ratio)
-        cfg = self.config.search
         factor, _ = time_factor(why, t, t_q, superseded_weight=cfg.superseded_weight,
                                 stale_weight=cfg.stale_weight,
                                 recency_weight=cfg.recency_weight,
                                 recency_horizon_s=cfg.recency_horizon_s)
-        key = relevance_key(weights, cand.sim_what, cand.sim_where, value,
-                            self.config.decay.default_value) * factor
         ok = visible(t, t_q)
-        if exclude_stale:
+        if q.exclude_stale:
             ok &= why == CURRENT
+        fused = bool(np.any(cand.ell[ok] > 0))
+        a, b = float(q.weights[0]), float(q.weights[1])
+        rel = (a * cand.sim_what + b * cand.sim_where) / (a + b)
+        if fused:
+            rel = fuse(rel, cand.ell, cfg.lexical_weight)
+        key = rel * value / self.config.decay.default_value * factor
         pool = np.flatnonzero(ok)
-        top = pool[np.lexsort((pool, -key[pool]))][:k]
-        kth = float(key[top[-1]]) if len(top) == k else -math.inf
-        return kth, top, key, u, why, factor
+        top = pool[np.lexsort((pool, -key[pool]))][:q.k]
+        kth = float(key[top[-1]]) if len(top) == q.k else -math.inf
+        return _Top(kth=kth, top=top, key=key, utility=u, why=why, factor=factor,
+                    lexical=fused)
 
     def _server_scored(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
                        weights: NDArray[np.float64], n: int,
-                       kth_of: Callable[[_Scored], float]) -> _Scored:
-        """The top ``n`` by what (and by where, with a context) with both similarities exact.
+                       top_of: Callable[[_Scored], _Top],
+                       lexical: _LexicalHits | None = None) -> _Scored:
+        """The top ``n`` by what (and by where, with a context) with both similarities exact,
+        and the lexical hits.
 
         Without a context: one query. With one: a query of each collection; a candidate found
         by one only lacks the other similarity, which is then bounded by that list's last
-        one (threshold algorithm). Only candidates whose bound beats ``kth_of`` the complete
-        ones are completed from their vectors (a ``get`` of the where-vectors of what
-        candidates, of the rows of where candidates); the others count in ``bound``.
+        one (threshold algorithm). Only candidates whose bound beats the k-th key of the
+        complete ones (``top_of``) are completed from their vectors (a ``get`` of the
+        where-vectors of what candidates, of the rows of where candidates); the others count
+        in ``bound``. The lexical hits come complete (``lexical``).
         """
+        ell = lexical.ell if lexical is not None else {}
         if not np.any(c_q):
             what_rows, sim_what = self.store.query_scored("what", e_q, n, rows=True)
             what_floor = self._what_floor(what_rows, sim_what, n)
-            return self._scored(what_rows, sim_what.tolist(), {}, weights, what_floor, 0.0)
+            rows, sims, sim_where = self._with_lexical(list(what_rows), sim_what.tolist(), {},
+                                                       lexical)
+            out = self._scored(rows, sims, sim_where, weights, what_floor, 0.0, ell)
+            if lexical is not None and top_of(out).lexical:
+                out.bound = _scaled(out.bound, 1.0 - self.config.search.lexical_weight)
+            return out
         v0 = self.config.decay.default_value
         (what_rows, sim_what), (where_rows, sim_c) = self._concurrently(
             lambda: self.store.query_scored("what", e_q, n, rows=True),
@@ -538,20 +668,28 @@ class ServerBackend(BaseBackend):
         # A memory stored without a context has no where row: 0, known from its metadata.
         where_floor = max(0.0, float(sim_c[-1])) if len(where_rows) == n else 0.0
         lacking = [i for i, r in enumerate(what_rows) if r.id not in sim_where
-                   and len(where_rows) == n and r.meta.get("sj_ctx")]
+                   and len(where_rows) == n and r.meta.get("sj_ctx") and r.id not in ell]
         complete = sorted(set(range(len(what_rows))) - set(lacking))
-        known = self._scored([what_rows[i] for i in complete],
-                             [float(sim_what[i]) for i in complete], sim_where, weights,
-                             what_floor, where_floor)
-        kth = kth_of(known)
+        known_rows, known_sims, sim_where = self._with_lexical(
+            [what_rows[i] for i in complete], [float(sim_what[i]) for i in complete],
+            sim_where, lexical)
+        known = self._scored(known_rows, known_sims, sim_where, weights, what_floor,
+                             where_floor, ell)
+        best = top_of(known)
+        kth = best.kth
+        # a candidate outside the lexical hits has ell = 0: once fused, its key is at most
+        # (1 - lambda) times its dense bound
+        scale = 1.0 - self.config.search.lexical_weight if best.lexical else 1.0
         value_max = self._value_max_of(known.records)
         in_what = {r.id for r in what_rows}
-        by_where = [r.id for r in where_rows if r.id not in in_what]
-        ub_what = [relevance_key(weights, np.array([sim_what[i]]), np.array([where_floor]),
-                                 np.array([record_of(what_rows[i]).value]), v0)[0]
+        by_where = [r.id for r in where_rows if r.id not in in_what and r.id not in ell]
+        ub_what = [scale * relevance_key(weights, np.array([sim_what[i]]),
+                                         np.array([where_floor]),
+                                         np.array([record_of(what_rows[i]).value]), v0)[0]
                    for i in lacking]
-        ub_where = [relevance_bound(weights, what_floor if what_floor is not None else 1.0,
-                                    sim_where[m], value_max, v0) for m in by_where]
+        ub_where = [scale * relevance_bound(weights,
+                                            what_floor if what_floor is not None else 1.0,
+                                            sim_where[m], value_max, v0) for m in by_where]
         fill = [lacking[j] for j, ub in enumerate(ub_what) if ub > kth]
         fetch = [m for m, ub in zip(by_where, ub_where, strict=True) if ub > kth]
         pruned = [ub for ub in ub_what + ub_where if ub <= kth]
@@ -560,14 +698,28 @@ class ServerBackend(BaseBackend):
             lambda: self.store.get(fetch, vectors=True, where_vectors=False))
         for mid, vec in vecs.items():
             sim_where[mid] = float(vec @ c_q)
-        rows = [what_rows[i] for i in complete + fill] + extra
-        sims = [float(sim_what[i]) for i in complete + fill] + \
+        rows = known_rows + [what_rows[i] for i in fill] + extra
+        sims = known_sims + [float(sim_what[i]) for i in fill] + \
             [float(r.what @ e_q) for r in extra]
         logger.debug("server search, n=%d: %d complete, %d completed, %d bounded out", n,
                      len(complete), len(fill) + len(extra), len(pruned))
-        out = self._scored(rows, sims, sim_where, weights, what_floor, where_floor)
-        out.bound = max([out.bound] + pruned)
+        out = self._scored(rows, sims, sim_where, weights, what_floor, where_floor, ell)
+        out.bound = max([_scaled(out.bound, scale)] + pruned)
         return out
+
+    @staticmethod
+    def _with_lexical(rows: list[StoredRow], sims: list[float], sim_where: dict[str, float],
+                      lexical: _LexicalHits | None
+                      ) -> tuple[list[StoredRow], list[float], dict[str, float]]:
+        """Dense candidates and the lexical hits, each once (a hit's own row and exact
+        similarities replace its dense one)."""
+        if lexical is None:
+            return rows, sims, sim_where
+        lex_rows, lex_sims, lex_where = lexical.scored()
+        hit = {r.id for r in lex_rows}
+        keep = [i for i, r in enumerate(rows) if r.id not in hit]
+        return ([rows[i] for i in keep] + lex_rows, [sims[i] for i in keep] + lex_sims,
+                {**sim_where, **lex_where})
 
     def _what_floor(self, rows: list[StoredRow], sims: NDArray[np.float64],
                     n: int) -> float | None:
@@ -583,7 +735,8 @@ class ServerBackend(BaseBackend):
 
     def _scored(self, rows: list[StoredRow], sim_what: list[float],
                 sim_where: Mapping[str, float], weights: NDArray[np.float64],
-                what_floor: float | None, where_floor: float) -> _Scored:
+                what_floor: float | None, where_floor: float,
+                ell: Mapping[str, float] | None = None) -> _Scored:
         """Candidates sorted by id, with the bound of the memories left out (none when the
         what list was short: it then holds every memory)."""
         order = sorted(range(len(rows)), key=lambda i: rows[i].id)
@@ -597,7 +750,9 @@ class ServerBackend(BaseBackend):
                                           dtype=np.float64),
                        edges={rows[i].id: str(rows[i].meta.get("sj_edges", "[]"))
                               for i in order},
-                       bound=bound)
+                       bound=bound,
+                       ell=np.array([(ell or {}).get(r.id, 0.0) for r in records],
+                                    dtype=np.float64))
 
     # ------------------------------------------------------------------ buffer, RCI
     def task_rows(self, e_t: NDArray[np.float32], c_t: NDArray[np.float32], n: int) -> Rows:
@@ -648,6 +803,7 @@ class ServerBackend(BaseBackend):
         self._maybe_written -= gone
         for mid in ids:
             self._graph_cache.pop(mid, None)
+        self._lexical.delete(list(ids))
 
     def records(self) -> list[MemoryRecord]:
         return list(self.iter_stored())
@@ -665,6 +821,9 @@ class ServerBackend(BaseBackend):
     def forget(self) -> None:
         super().forget()
         self._graph_cache.clear()
+        self._lexical.clear()
+        if self._log_cursor is not None:
+            self._start_log_cursor()
 
 
 class _DeferredGraph:
@@ -723,6 +882,11 @@ class _DeferredGraph:
                 su.update(zip(extra.ids, (s_x * u_x).tolist(), strict=True))
         return {mid: float(sum(w * su.get(j, 0.0) for j, w in neigh[mid]))
                 for mid in self._hit_ids}
+
+
+def _scaled(bound: float, scale: float) -> float:
+    """``bound * scale`` for a finite bound (-inf, no memory left out, stays -inf)."""
+    return bound * scale if math.isfinite(bound) else bound
 
 
 def _parse_edges(payload: str | None) -> list[tuple[str, float]]:
