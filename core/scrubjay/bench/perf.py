@@ -400,9 +400,12 @@ def run_search(corpus: Corpus, sizes: list[int], modes: list[str], work: Path, *
                 src = _memory(path, corpus)
                 _copy_to(src._store, client)
                 src.close()
+                t = time.perf_counter()  # the open reads every text (the lexical index)
                 remote = _memory(None, corpus, client=client)
+                opened = time.perf_counter() - t
                 exact = _exact_reference(corpus, client)
-                row["server"] = _search_one(remote, corpus, qs, k, exact=exact)
+                row["server"] = {**_search_one(remote, corpus, qs, k, exact=exact),
+                                 "open_s": opened}
                 exact.close()
                 remote.close()
                 # a process with a mirror on the server (the change log keeps it current)
