@@ -269,3 +269,28 @@ def test_a_local_store_without_a_mirror_ranks_with_the_lexical_channel(tmp_path:
     mem.forget_namespace()
     assert mem.search("LH4417", at=T0 + 3600, k=3) == []
     mem.close()
+
+
+def test_a_server_lexical_hit_deleted_behind_the_index_is_skipped(chroma_server: tuple[str, int]
+                                                                  ) -> None:
+    """A lexical hit whose rows went from Chroma before the index heard of it (another client's
+    delete, not yet read from the change log): Chroma refuses a query restricted to an id it
+    lacks, so the search reads the hits another way and answers without the gone memory."""
+    import uuid
+
+    import chromadb
+
+    host, port = chroma_server
+    mem = ScrubJayMemory(client=chromadb.HttpClient(host=host, port=port),
+                         namespace=f"lex-{uuid.uuid4().hex[:8]}", embedder=HashEmbedder(dim=64))
+    _fill(mem)
+    mem.add_many([{"text": f"Booked flight LH4417 again for {ctx or 'later'}", "context": ctx,
+                   "at": T0 + 600} for ctx in ("", "the conference")])
+    gone = mem.search("LH4417", at=T0 + 3600, k=1)[0]
+    mem._store.what.delete(ids=[gone.id])  # behind scrubjay's back: the index still holds it
+    mem._store.where.delete(ids=[gone.id])
+    for ctx in ("", "the conference"):
+        hits = mem.search("LH4417", context=ctx, at=T0 + 3600, k=3)
+        assert gone.id not in [h.id for h in hits] and hits[0].lexical > 0.5
+    mem.forget_namespace()
+    mem.close()
