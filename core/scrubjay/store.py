@@ -224,17 +224,15 @@ class ChromaReads:
         return self._query_ids(which, vector, n, where)
 
     def _query_ids(self, which: str, vector: NDArray[np.float32], n: int,
-                   where: dict[str, Any] | None, ids: Sequence[str] | None = None
-                   ) -> tuple[list[str], NDArray[np.float64]]:
+                   where: dict[str, Any] | None) -> tuple[list[str], NDArray[np.float64]]:
         col = self.what if which == "what" else self.where
-        if n <= 0 or (ids is not None and not ids):
+        if n <= 0:
             return [], np.zeros(0)
         try:
             # Chroma >= 1.0 returns fewer than n_results when the collection is smaller (and
             # nothing when it is empty): no count() round trip first.
             got = query(col, query_embeddings=[vector.astype(np.float32)], n_results=n,
-                         include=["distances"], where=where,
-                         **({"ids": list(ids)} if ids is not None else {}))
+                         include=["distances"], where=where)
         except Exception as exc:
             raise wrap_error(f"query the {which} collection", exc) from exc
         return list(got["ids"][0]), distance_to_similarity(got["distances"][0])
@@ -256,8 +254,7 @@ class ChromaReads:
         return list(rows_from_get(flat, where_vecs, True, self.edges_of(flat["ids"] or [])))
 
     def query_scored(self, which: str, vector: NDArray[np.float32], n: int, *,
-                     rows: bool, ids: Sequence[str] | None = None
-                     ) -> tuple[list[StoredRow], NDArray[np.float64]]:
+                     rows: bool) -> tuple[list[StoredRow], NDArray[np.float64]]:
         """The top-``n`` memories of the ``what`` or ``where`` collection with their cosine
         similarities (best first), in one query that transfers no vectors.
 
@@ -265,20 +262,18 @@ class ChromaReads:
         updates folded in and the similarity of an RCI-moved memory computed from its exact
         vector (so the list is ordered by the index, at most ``drift_rad`` off, but every
         similarity returned is exact); otherwise the rows carry their id alone (:meth:`query`).
-        Fewer than ``n`` come back when the collection is smaller. ``ids``: only among those
-        (Chroma's filtered search, which may leave some out: the caller reads those itself).
+        Fewer than ``n`` come back when the collection is smaller.
         """
         if not rows:
-            found, sims = self._query_ids(which, vector, n, None, ids)
-            return [StoredRow(id=rid, text="", meta={}) for rid in found], sims
+            ids, sims = self._query_ids(which, vector, n, None)
+            return [StoredRow(id=rid, text="", meta={}) for rid in ids], sims
         if which != "what":
             raise ValueError("query_scored(rows=True) reads the what collection only")
-        if n <= 0 or (ids is not None and not ids):
+        if n <= 0:
             return [], np.zeros(0)
         try:
             got = query(self.what, query_embeddings=[vector.astype(np.float32)], n_results=n,
-                         include=["distances", "metadatas", "documents"],
-                         **({"ids": list(ids)} if ids is not None else {}))
+                         include=["distances", "metadatas", "documents"])
         except Exception as exc:
             raise wrap_error("query the what collection", exc) from exc
         ids = list(got["ids"][0])

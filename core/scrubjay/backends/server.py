@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from ..codec import INDEX_DRIFT_MAX_RAD, RowsBackup, StoredRow, record_of, row_text
 from ..config import GraphConfig
 from ..decay import utility
-from ..errors import ScrubJayError, StoreError
+from ..errors import ScrubJayError
 from ..fusion import fuse
 from ..graph import (
     EpisodicGraph,
@@ -94,30 +94,33 @@ class _Top:
     """Whether the lexical channel is fused: a competing candidate is among its hits."""
 
 
-_LexicalScored = tuple[list[StoredRow], list[float], dict[str, float]]
-
-
 class _LexicalHits:
-    """A server search's lexical hits: their ``ell``, and their rows and exact similarities,
-    read once beside the search's first dense queries (:meth:`ServerBackend._lexical_rows`)."""
+    """A server search's lexical hits: their ``ell`` and their rows, fetched once (with
+    vectors, beside the search's first dense queries) and scored exactly."""
 
-    def __init__(self, ell: dict[str, float], later: Future[_LexicalScored]) -> None:
+    def __init__(self, ell: dict[str, float], rows: Future[list[StoredRow]],
+                 e_q: NDArray[np.float32], c_q: NDArray[np.float32]) -> None:
         self.ell = ell
-        self._later: Future[_LexicalScored] | None = later
-        self._scored: _LexicalScored | None = None
+        self._rows: Future[list[StoredRow]] | None = rows
+        self._q = (e_q, c_q)
+        self._scored: tuple[list[StoredRow], list[float], dict[str, float]] | None = None
 
-    def scored(self) -> _LexicalScored:
+    def scored(self) -> tuple[list[StoredRow], list[float], dict[str, float]]:
         """``(rows, what-similarities, where-similarity by id)`` of the hits still stored."""
         if self._scored is None:
-            assert self._later is not None
-            self._scored, self._later = self._later.result(), None
+            assert self._rows is not None
+            rows, self._rows = self._rows.result(), None
+            e_q, c_q = self._q
+            sims = [float(r.what @ e_q) for r in rows]  # type: ignore[operator]
+            where = {r.id: float(r.where @ c_q) for r in rows if r.where is not None}
+            self._scored = rows, sims, where
         return self._scored
 
     def close(self) -> None:
-        """Wait for the read when no search step did (its failure is the search's)."""
-        if self._later is not None:
+        """Wait for the fetch when no search step did (its failure is the search's)."""
+        if self._rows is not None:
             with contextlib.suppress(Exception):
-                self._later.result()
+                self._rows.result()
 
 
 @dataclass(slots=True)
@@ -585,46 +588,15 @@ class ServerBackend(FollowsChangeLog, BaseBackend):
                 for i in top]
 
     def _lexical_hits(self, q: Query) -> _LexicalHits | None:
-        """The query's lexical hits (None: none, or the channel is off), their rows' read
+        """The query's lexical hits (None: none, or the channel is off), their rows' fetch
         started in a worker."""
         ids, bm25, idf_sum = self._lexical.query(q)
         if not ids or not idf_sum > 0:
             return None
         ell = {mid: min(1.0, max(0.0, s / idf_sum)) for mid, s in zip(ids, bm25, strict=True)}
-        return _LexicalHits(ell, self._worker("inner").submit(self._lexical_rows, ids, q.e_q,
-                                                              q.c_q))
-
-    def _lexical_rows(self, ids: list[str], e_q: NDArray[np.float32],
-                      c_q: NDArray[np.float32]) -> _LexicalScored:
-        """The rows of the lexical hits ``ids`` with their exact what- and where-similarities:
-        a query of the what collection restricted to them (distances and metadata, no
-        vectors), then, with a context, one of the where collection restricted to those that
-        have a where row. A hit Chroma's filtered search leaves out is read with its vectors;
-        when a filtered query fails (Chroma refuses an id deleted meanwhile), all are."""
-        ctx = bool(np.any(c_q))
-        try:
-            rows, sim_what = self.store.query_scored("what", e_q, len(ids), rows=True, ids=ids)
-            sims = sim_what.tolist()
-            found = {r.id for r in rows}
-            missing = [i for i in ids if i not in found]
-            where: dict[str, float] = {}
-            with_ctx = [r.id for r in rows if ctx and r.meta.get("sj_ctx")]
-            if with_ctx:
-                w_rows, w_sims = self.store.query_scored("where", c_q, len(with_ctx),
-                                                         rows=False, ids=with_ctx)
-                where = {r.id: float(x) for r, x in zip(w_rows, w_sims, strict=True)}
-        except StoreError:
-            rows, sims, where, missing = [], [], {}, list(ids)
-        if missing:  # left out by the filtered search (or deleted meanwhile): read exactly
-            extra = self.store.get(missing, vectors=True, where_vectors=ctx)
-            rows = [*rows, *extra]
-            sims += [float(r.what @ e_q) for r in extra]  # type: ignore[operator]
-            where.update({r.id: float(r.where @ c_q) for r in extra if r.where is not None})
-        lacking = [r.id for r in rows if ctx and r.id not in where and r.meta.get("sj_ctx")
-                   and r.id not in missing]
-        if lacking:
-            where.update({m: float(v @ c_q) for m, v in self.store.where_vectors(lacking).items()})
-        return rows, sims, where
+        rows = self._worker("inner").submit(self.store.get, ids, vectors=True,
+                                            where_vectors=bool(np.any(q.c_q)))
+        return _LexicalHits(ell, rows, q.e_q, q.c_q)
 
     def _server_top(self, cand: _Scored, q: Query) -> _Top:
         """The top ``q.k`` of ``cand`` by :func:`~scrubjay.ranking.relevance_keys`' key (its
