@@ -46,6 +46,7 @@ from ..snapshot import remove_snapshot, snapshot_path
 from ..store import ChromaStore
 from ..timeline import add_delta
 from ..types import Deltas, Hit, MemoryRecord, Perishability, storable
+from .lexical_channel import LexicalChannel
 
 __all__ = ["Backend", "BaseBackend", "Batch", "weakly"]
 
@@ -202,6 +203,19 @@ class BaseBackend:
         #: failed delete's resync found them deleted), so that the facade's buffer drops them,
         #: and whether the buffer's stored state must be rewritten too.
         self.on_gone: Callable[[set[str], bool], None] = lambda gone, persist: None
+        #: The lexical channel (its index None: off, or given up after a failed write until
+        #: the next open); a subclass opens it and tells it each change.
+        self._lexical = LexicalChannel(store.namespace)
+
+    @property
+    def lexical_wanted(self) -> bool:
+        """Whether searches rank with the lexical channel (the config's default ranking)."""
+        search = self.config.search
+        return search.lexical and search.ranking == "relevance"
+
+    def _lexical_texts(self) -> list[tuple[str, str]]:
+        """Every memory's ``(id, text)``, from which the lexical index is rebuilt."""
+        return []
 
     @property
     def location(self) -> str:
@@ -249,6 +263,7 @@ class BaseBackend:
         if self.closed:
             return
         self.closed = True
+        self._lexical.close()
         if save:
             if self._newest_unsaved and self.private_prefix is None:
                 self._save_newest("The namespace's state keeps an earlier newest time; "
@@ -264,7 +279,9 @@ class BaseBackend:
         return None
 
     def compact(self) -> bool:
-        return self.store.compact()
+        done = self.store.compact()
+        self._lexical.purge(self._lexical_texts)
+        return done
 
     def _forget_snapshot(self) -> None:
         """No copy of a deleted memory's text on disk: the snapshot file goes."""
@@ -288,6 +305,7 @@ class BaseBackend:
             self.store = ChromaStore.open_path(path, store.namespace)
         if self.snapshot_file is not None:
             self.store.track_changes()
+        self._lexical.clear()
 
     # ------------------------------------------------------------------ small helpers
     def _worker(self, role: Literal["main", "inner", "query", "write", "log"]

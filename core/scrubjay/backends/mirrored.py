@@ -12,7 +12,6 @@ import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,7 +35,6 @@ from ..scoring import drifted_similarity_bound, relevance_bound
 from ..timeline import CURRENT, stale_reasons, visible
 from ..types import Hit, MemoryRecord
 from .base import BaseBackend, _whats
-from .lexical_channel import LexicalChannel
 
 __all__ = ["LEXICAL_FOLDER", "SERVER_FIRST_PER_K", "SERVER_WIDEN", "MirroredBackend"]
 
@@ -60,19 +58,10 @@ class MirroredBackend(BaseBackend):
     _mirror: Mirror | None = None
     # (buffer, mirror, mirror version) the block was gathered for, and the block
     _block: tuple[BufferState, Mirror, int, BufferBlock] | None = None
-    #: The lexical channel (its index None: off, or given up after a failed write until the
-    #: next open)
-    _lexical: LexicalChannel
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._lexical = LexicalChannel(self.store.namespace)
-
     # ------------------------------------------------------------------ the lexical channel
     def open(self) -> None:
         super().open()
-        search = self.config.search
-        if search.lexical and search.ranking == "relevance":
+        if self.lexical_wanted:
             self._open_lexical()
 
     def _open_lexical(self) -> None:
@@ -82,28 +71,18 @@ class MirroredBackend(BaseBackend):
         if self.store.path is not None and self.private_prefix is None:
             self._lexical.index = LexicalIndex.acquire(
                 Path(self.store.path) / LEXICAL_FOLDER, self.store.namespace,
-                expected_ids=self._mirror_ids, rows=self._mirror_texts)
+                expected_ids=self._mirror_ids, rows=self._lexical_texts)
         else:
-            self._lexical.index = LexicalIndex.in_memory(self._mirror_texts(),
+            self._lexical.index = LexicalIndex.in_memory(self._lexical_texts(),
                                                          namespace=self.store.namespace)
 
     def _mirror_ids(self) -> list[str]:
         return list(self._mirror.row_of) if self._mirror is not None else []
 
-    def _mirror_texts(self) -> list[tuple[str, str]]:
+    def _lexical_texts(self) -> list[tuple[str, str]]:
         if self._mirror is None:
             return []
         return [(r.id, r.text) for r in self._mirror.view().records]
-
-    def compact(self) -> bool:
-        done = super().compact()
-        self._lexical.purge(self._mirror_texts)
-        return done
-
-    def close(self, *, save: bool) -> None:
-        if not self.closed:
-            self._lexical.close()
-        super().close(save=save)
 
     # ------------------------------------------------------------------ the mirror
     def size(self) -> int:
@@ -141,7 +120,7 @@ class MirroredBackend(BaseBackend):
         if rows:
             self.newest_t = max(self.newest_t, float(np.max(self._mirror.view().t)))
         if self._lexical.on:  # a reload of the whole mirror (a change log gone too far)
-            self._lexical.rebuild(self._mirror_texts)
+            self._lexical.rebuild(self._lexical_texts)
 
     def _append_rows(self, rows: list[StoredRow]) -> None:
         """Put stored rows into the mirror (replacing the ids it holds), creating it."""
@@ -533,7 +512,6 @@ class MirroredBackend(BaseBackend):
     def forget(self) -> None:
         super().forget()
         self._mirror = Mirror(self.dim) if self.dim is not None else None
-        self._lexical.clear()
 
 
 def _current(rows: Rows, t_q: float, stale_ratio: float) -> NDArray[np.bool_]:

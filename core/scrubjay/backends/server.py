@@ -28,7 +28,7 @@ from ..codec import INDEX_DRIFT_MAX_RAD, RowsBackup, StoredRow, record_of, row_t
 from ..config import GraphConfig
 from ..decay import utility
 from ..errors import ScrubJayError
-from ..fusion import fuse
+from ..fusion import fuse, lexical_score_idf
 from ..graph import (
     EpisodicGraph,
     edge_weight_from_similarity,
@@ -46,7 +46,6 @@ from ..timeread import TimeNeighbours
 from ..types import Hit, MemoryRecord, Perishability
 from .base import BaseBackend, Batch
 from .following import FollowsChangeLog
-from .lexical_channel import LexicalChannel
 from .mirrored import SERVER_FIRST_PER_K, SERVER_WIDEN
 
 __all__ = ["ServerBackend"]
@@ -239,19 +238,17 @@ class ServerBackend(FollowsChangeLog, BaseBackend):
         super().__init__(*args, **kwargs)
         #: Adjacency payloads of the rows the last reads brought (a search's graph bonus).
         self._graph_cache: dict[str, str] = {}
-        self._lexical = LexicalChannel(self.store.namespace)
 
     # ------------------------------------------------------------------ the lexical channel
     def _load(self) -> None:
         """The lexical index, built in RAM from the stored texts (no vectors are read), and
         following the change log from before that read on."""
-        search = self.config.search
-        if search.lexical and search.ranking == "relevance":
+        if self.lexical_wanted:
             self._start_log_cursor()
-            self._lexical.index = LexicalIndex.in_memory(self._stored_texts(),
+            self._lexical.index = LexicalIndex.in_memory(self._lexical_texts(),
                                                          namespace=self.store.namespace)
 
-    def _stored_texts(self) -> list[tuple[str, str]]:
+    def _lexical_texts(self) -> list[tuple[str, str]]:
         return [(r.id, r.text) for r in self.store.iter_all(vectors=False)]
 
     def searching(self, run: Callable[[], list[Hit]]) -> list[Hit]:
@@ -262,7 +259,7 @@ class ServerBackend(FollowsChangeLog, BaseBackend):
     def _apply_logged(self, ids: set[str] | None) -> None:
         if ids is None:  # the log no longer reaches back to the last sync
             self._start_log_cursor()
-            self._lexical.rebuild(self._stored_texts)
+            self._lexical.rebuild(self._lexical_texts)
             return
         rows = self.store.get(sorted(ids))
         present = {r.id for r in rows}
@@ -276,16 +273,6 @@ class ServerBackend(FollowsChangeLog, BaseBackend):
     def _restored(self, backup: RowsBackup) -> None:
         self._lexical.add((i, row_text(meta or {}, doc)) for i, meta, doc in
                           zip(backup.ids, backup.metadatas, backup.documents, strict=True))
-
-    def compact(self) -> bool:
-        done = super().compact()
-        self._lexical.purge(self._stored_texts)
-        return done
-
-    def close(self, *, save: bool) -> None:
-        if not self.closed:
-            self._lexical.close()
-        super().close(save=save)
 
     def size(self) -> int:
         return self.store.count()
@@ -593,7 +580,7 @@ class ServerBackend(FollowsChangeLog, BaseBackend):
         ids, bm25, idf_sum = self._lexical.query(q)
         if not ids or not idf_sum > 0:
             return None
-        ell = {mid: min(1.0, max(0.0, s / idf_sum)) for mid, s in zip(ids, bm25, strict=True)}
+        ell = dict(zip(ids, lexical_score_idf(bm25, idf_sum).tolist(), strict=True))
         rows = self._worker("inner").submit(self.store.get, ids, vectors=True,
                                             where_vectors=bool(np.any(q.c_q)))
         return _LexicalHits(ell, rows, q.e_q, q.c_q)
@@ -821,7 +808,6 @@ class ServerBackend(FollowsChangeLog, BaseBackend):
     def forget(self) -> None:
         super().forget()
         self._graph_cache.clear()
-        self._lexical.clear()
         if self._log_cursor is not None:
             self._start_log_cursor()
 
