@@ -84,8 +84,8 @@ def lexical_score(bm25: NDArray[np.floating] | Sequence[float],
 
 def lexical_score_idf(bm25: NDArray[np.floating] | Sequence[float],
                       idf_sum: float) -> NDArray[np.float64]:
-    """The alternative calibration ``min(1, BM25 / sum of the query terms' idf)`` (measured,
-    not used; see the module docstring); all 0 when ``idf_sum <= 0``.
+    """The lexical score the ranking uses, ``ell = min(1, BM25 / sum of the query terms' idf)``
+    (see the module docstring); all 0 when ``idf_sum <= 0``.
 
     >>> lexical_score_idf([4.0, 1.0, 0.0], 2.0).tolist()
     [1.0, 0.5, 0.0]

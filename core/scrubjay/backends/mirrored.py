@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from numpy.typing import NDArray
 from ..buffer import BufferBlock, BufferState, gather_block
 from ..codec import RowsBackup, StoredRow, record_of
 from ..errors import ScrubJayError
+from ..fusion import lexical_score_idf
 from ..graph import edge_weights, strongest_columns
 from ..lexical import LexicalIndex
 from ..linking import (
@@ -50,6 +52,14 @@ SERVER_FIRST_PER_K = 2
 #: Factor by which that search widens its candidates, up to ``SearchConfig.candidates``
 #: (chosen).
 SERVER_WIDEN = 4
+
+
+@dataclass(frozen=True)
+class _LexicalRows:
+    """The lexical channel's hits as mirror rows, with each one's ``ell``."""
+
+    rows: NDArray[np.intp]
+    ell: NDArray[np.float64]
 
 
 class MirroredBackend(BaseBackend):
@@ -339,15 +349,18 @@ class MirroredBackend(BaseBackend):
         rows: Rows
         exhaustive = True
         lex_ids, lex_bm, lex_idf = self._lexical.query(q) if relevance else ([], [], 0.0)
-        row_of: dict[str, int] | None = None
+        ell: NDArray[np.float64] | None
         if not relevance or self._scan(len(self._mirror)):
             rows = self._mirror.view()
-            row_of = self._mirror.row_of
-        elif np.any(q.c_q):
-            rows, exhaustive = self._hnsw_candidates(q.e_q, q.c_q, lex_ids), False
+            ell = (lexical_scores(rows, lex_ids, lex_bm, lex_idf, self._mirror.row_of)
+                   if lex_ids else None)
         else:
-            rows, exhaustive = self._hnsw_relevance_rows(q, lex_ids, lex_bm, lex_idf), False
-        ell = lexical_scores(rows, lex_ids, lex_bm, lex_idf, row_of) if lex_ids else None
+            lex = self._lexical_rows(lex_ids, lex_bm, lex_idf)
+            if np.any(q.c_q):
+                rows, ell = self._hnsw_candidates(q.e_q, q.c_q, lex)
+            else:
+                rows, ell = self._hnsw_relevance_rows(q, lex)
+            exhaustive = False
         if q.t_q < self.newest_t:  # memories told after the query time are not seen
             seen = np.flatnonzero(visible(rows.t, q.t_q))
             if len(seen) < len(rows):
@@ -371,23 +384,47 @@ class MirroredBackend(BaseBackend):
         return rank_paper(rows, q, neighbours=self.neighbours, stale_ratio=decay.stale_ratio,
                           outside=self._outside)
 
-    def _hnsw_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
-                         lexical_ids: Sequence[str] = ()) -> Rows:
-        """Mirror rows of the nearest memories by what and by where (Chroma's HNSW index),
-        and of the lexical channel's hits."""
+    def _lexical_rows(self, ids: Sequence[str], bm25: Sequence[float], idf_sum: float
+                      ) -> _LexicalRows | None:
+        """The mirror rows of the lexical channel's hits and their ``ell``
+        (:func:`scrubjay.fusion.lexical_score_idf`); None without hits."""
+        if not ids:
+            return None
+        row_of = self._mirror.row_of if self._mirror is not None else {}
+        kept = [(row_of[m], s) for m, s in zip(ids, bm25, strict=True) if m in row_of]
+        return _LexicalRows(np.array([r for r, _ in kept], dtype=np.intp),
+                            lexical_score_idf([s for _, s in kept], idf_sum))
+
+    def _candidate_rows(self, ids: Iterable[str], lex: _LexicalRows | None
+                        ) -> tuple[Rows, NDArray[np.float64] | None]:
+        """The mirror rows of ``ids`` and of the lexical hits, in row order, and each one's
+        ``ell`` (None without lexical hits)."""
         assert self._mirror is not None
+        row_of = self._mirror.row_of
+        idx = np.fromiter((row_of[m] for m in ids if m in row_of), dtype=np.intp)
+        if lex is not None:
+            idx = np.concatenate([idx, lex.rows])
+        idx = np.unique(idx)
+        rows = self._mirror.view().take(idx)
+        if lex is None:
+            return rows, None
+        ell = np.zeros(len(idx))
+        ell[np.searchsorted(idx, lex.rows)] = lex.ell
+        return rows, ell
+
+    def _hnsw_candidates(self, e_q: NDArray[np.float32], c_q: NDArray[np.float32],
+                         lex: _LexicalRows | None = None
+                         ) -> tuple[Rows, NDArray[np.float64] | None]:
+        """Mirror rows of the nearest memories by what and by where (Chroma's HNSW index),
+        and of the lexical channel's hits, with their ``ell``."""
         n = self.config.search.candidates
         ids = self.store.query_ids("what", e_q, n)
         if np.any(c_q):
             ids = ids + self.store.query_ids("where", c_q, n)
-        ids = ids + list(lexical_ids)
-        row_of = self._mirror.row_of
-        idx = sorted({row_of[m] for m in ids if m in row_of})
-        return self._mirror.view().take(idx)
+        return self._candidate_rows(ids, lex)
 
-    def _hnsw_relevance_rows(self, q: Query, lexical_ids: Sequence[str] = (),
-                             lexical_bm25: Sequence[float] = (), idf_sum: float = 0.0
-                             ) -> Rows:
+    def _hnsw_relevance_rows(self, q: Query, lex: _LexicalRows | None = None
+                             ) -> tuple[Rows, NDArray[np.float64] | None]:
         """Mirror rows that hold the relevance top ``k`` of a query without context: the
         ``SERVER_FIRST_PER_K * k`` nearest by Chroma's HNSW index, widened by ``SERVER_WIDEN``
         (up to ``SearchConfig.candidates``) until the k-th key (exact, from the mirror) is at
@@ -399,7 +436,6 @@ class MirroredBackend(BaseBackend):
         assert self._mirror is not None
         k, weights = q.k, q.weights
         mirror, v0 = self._mirror, self.config.decay.default_value
-        view = mirror.view()
         value_max, drift_max = mirror.maxima()
         value_max = max(v0, value_max)
         if q.t_q < mirror.rci_newest:  # RCI's later updates are taken back
@@ -408,13 +444,10 @@ class MirroredBackend(BaseBackend):
         n = min(cap, SERVER_FIRST_PER_K * k)
         while True:
             found, sims = self.store.query_scored("what", q.e_q, n, rows=False)
-            rows = self._as_of(view.take(sorted({mirror.row_of[m] for m in
-                                                 [*(r.id for r in found), *lexical_ids]
-                                                 if m in mirror.row_of})), q.t_q)
+            rows, ell = self._candidate_rows((r.id for r in found), lex)
+            rows = self._as_of(rows, q.t_q)
             if len(found) < n or n >= cap:
-                return rows
-            ell = (lexical_scores(rows, list(lexical_ids), list(lexical_bm25), idf_sum)
-                   if lexical_ids else None)
+                return rows, ell
             key, _ = relevance_keys(rows, q, stale_ratio=self.config.decay.stale_ratio,
                                     default_value=v0, cfg=self.config.search, lexical=ell)
             if q.exclude_stale:
@@ -426,7 +459,7 @@ class MirroredBackend(BaseBackend):
             if ell is not None and ell.any() and bound > 0:
                 bound *= 1.0 - self.config.search.lexical_weight
             if bound <= kth:
-                return rows
+                return rows, ell
             n = min(cap, SERVER_WIDEN * n)
 
     # ------------------------------------------------------------------ buffer
