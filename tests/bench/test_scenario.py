@@ -19,12 +19,14 @@ from scrubjay.bench.run_factconsolidation import T0_S, memory_id_of
 from scrubjay.bench.run_scenario import (
     QUICK_QUESTIONS,
     SCENARIO_NAMES,
+    TRAIN_SCENARIO_NAMES,
     ScenarioMemory,
     check_timeline,
     load_timeline,
     load_timelines,
     outdated_at,
     run_scenario,
+    scenario_markdown,
     score_question,
     truncate,
 )
@@ -32,6 +34,9 @@ from scrubjay.testing import HashEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIO_DIR = REPO / "core" / "scrubjay" / "bench" / "data" / "scenarios"
+TRAIN_DIR = SCENARIO_DIR.with_name("scenarios_train")
+EVERY_TIMELINE = [("test", n) for n in SCENARIO_NAMES] + [("train", n)
+                                                          for n in TRAIN_SCENARIO_NAMES]
 DATA_CANDIDATES = (REPO.parent / "shared" / "benchmarks", Path("/work/shared/benchmarks"))
 DATA = next((p for p in DATA_CANDIDATES
              if (p / "factconsolidation_sh" / "sh_6k_gt.json").exists()), None)
@@ -39,9 +44,19 @@ needs_data = pytest.mark.skipif(DATA is None, reason="shared/benchmarks not besi
 
 
 # --------------------------------------------------------------------- the shipped timelines
-def _raw(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((SCENARIO_DIR / f"{name}.json").read_text())
+def _raw(name: str, split: str = "test") -> dict[str, Any]:
+    folder = TRAIN_DIR if split == "train" else SCENARIO_DIR
+    data: dict[str, Any] = json.loads((folder / f"{name}.json").read_text())
     return data
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _ngrams(text: str, n: int) -> set[tuple[str, ...]]:
+    w = _words(text)
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
 
 
 def test_three_timelines_with_at_least_100_questions() -> None:
@@ -56,10 +71,39 @@ def test_three_timelines_with_at_least_100_questions() -> None:
         assert 0.4 * len(t.questions) <= with_outdated < len(t.questions)
 
 
-@pytest.mark.parametrize("name", SCENARIO_NAMES)
-def test_every_named_memory_exists_and_was_recorded_before_the_question(name: str) -> None:
+def test_training_timelines_are_separate_and_do_not_leak_test_text() -> None:
+    assert sorted(p.stem for p in TRAIN_DIR.glob("*.json")) == sorted(TRAIN_SCENARIO_NAMES)
+    train = load_timelines(split="train")
+    assert [t.name for t in train] == list(TRAIN_SCENARIO_NAMES)
+    assert len(train) >= 3 and sum(len(t.questions) for t in train) >= 100
+    for t in train:
+        assert len(t.questions) >= 35 and len(t.memories) >= 30
+        with_outdated = sum(bool(q.outdated) for q in t.questions)
+        assert 0.4 * len(t.questions) <= with_outdated < len(t.questions)
+    # no text of a training timeline equals, or shares five words in a row with, a test one
+    test_texts = {e.text for t in load_timelines() for e in t.events}
+    test_grams = set().union(*(_ngrams(x, 5) for x in test_texts))
+    for t in train:
+        for e in t.events:
+            assert e.text not in test_texts, (t.name, e.id)
+            assert not _ngrams(e.text, 5) & test_grams, (t.name, e.id)
+
+
+def test_load_timelines_checks_the_split_and_its_names() -> None:
+    assert [t.name for t in load_timelines(["student"], split="train")] == ["student"]
+    with pytest.raises(ValueError, match="split must be one of"):
+        load_timelines(split="validation")
+    with pytest.raises(ValueError, match="train scenario names must be among"):
+        load_timelines(["personal"], split="train")
+    with pytest.raises(ValueError, match="test scenario names must be among"):
+        load_timelines(["household"])
+
+
+@pytest.mark.parametrize(("split", "name"), EVERY_TIMELINE)
+def test_every_named_memory_exists_and_was_recorded_before_the_question(split: str,
+                                                                        name: str) -> None:
     # read from the raw JSON, independently of the loader
-    events = _raw(name)["events"]
+    events = _raw(name, split)["events"]
     recorded: dict[str, str] = {}
     for e in events:
         assert e["kind"] in ("memory", "question")
@@ -76,23 +120,18 @@ def test_every_named_memory_exists_and_was_recorded_before_the_question(name: st
     assert stamps == sorted(stamps)
 
 
-@pytest.mark.parametrize("name", SCENARIO_NAMES)
-def test_ground_truth_is_consistent_with_the_memory_annotations(name: str) -> None:
-    (tl,) = load_timelines([name])
+@pytest.mark.parametrize(("split", "name"), EVERY_TIMELINE)
+def test_ground_truth_is_consistent_with_the_memory_annotations(split: str, name: str) -> None:
+    (tl,) = load_timelines([name], split=split)
     assert check_timeline(tl) == []
 
 
-@pytest.mark.parametrize("name", SCENARIO_NAMES)
-def test_questions_do_not_copy_the_wanted_memory(name: str) -> None:
-    (tl,) = load_timelines([name])
+@pytest.mark.parametrize(("split", "name"), EVERY_TIMELINE)
+def test_questions_do_not_copy_the_wanted_memory(split: str, name: str) -> None:
+    (tl,) = load_timelines([name], split=split)
     mems = {m.id: m for m in tl.memories}
-
-    def trigrams(text: str) -> set[tuple[str, ...]]:
-        w = re.findall(r"[a-z0-9]+", text.lower())
-        return {tuple(w[i:i + 3]) for i in range(len(w) - 2)}
-
     for q in tl.questions:
-        assert not trigrams(q.text) & trigrams(mems[q.want].text), q.id
+        assert not _ngrams(q.text, 3) & _ngrams(mems[q.want].text, 3), q.id
 
 
 def test_check_timeline_finds_broken_ground_truth() -> None:
@@ -208,6 +247,19 @@ def test_runner_quick_on_the_shipped_timelines_reports_every_metric() -> None:
             assert o["outdated_in_top"] == 0 or o["stale_flagged"] == 0.0
 
 
+def test_runner_loads_the_training_split() -> None:
+    # the split's plumbing only: which timelines ran, not how well
+    res = run_scenario(systems=["B3-dense"], embedder=HashEmbedder(dim=32), quick=True,
+                       split="train", progress=False)
+    assert res["split"] == "train"
+    assert list(res["timelines"]) == list(TRAIN_SCENARIO_NAMES)
+    assert set(res["systems"]) == {"B3-dense"}
+    assert set(res["systems"]["B3-dense"]["timelines"]) == set(TRAIN_SCENARIO_NAMES)
+    assert res["systems"]["B3-dense"]["overall"]["n_questions"] == (
+        QUICK_QUESTIONS * len(TRAIN_SCENARIO_NAMES))
+    assert "training split" in scenario_markdown(res)
+
+
 def test_truncate_keeps_the_events_up_to_the_nth_question() -> None:
     (tl,) = load_timelines(["trip"])
     short = truncate(tl, 2)
@@ -286,5 +338,28 @@ def test_scenario_cli_quick(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     res = json.loads((out / "scenario.json").read_text())
     assert res["quick"] and set(res["systems"]) == {"SJ-add", "B2-bm25"}
     assert main(["bench", "scenario", "--systems", "nope", "--out", str(out)]) == 2
+    assert res["split"] == "test"
     assert main(["bench", "asof", "--systems", "B2-bm25", "--quick", "--out", str(out),
                  "--data", str(tmp_path)]) == 2
+
+
+def test_scenario_cli_passes_the_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import scrubjay.bench.run_scenario as rs
+    from scrubjay.cli import main
+
+    seen: list[str] = []
+    real = rs.run_scenario
+
+    def fake(**kw: Any) -> dict[str, Any]:  # the real runner, on a hash embedder
+        seen.append(kw["split"])
+        res: dict[str, Any] = real(**{**kw, "embedder": HashEmbedder(dim=32),
+                                      "systems": ("B2-bm25",)})
+        return res
+
+    monkeypatch.setattr(rs, "run_scenario", fake)
+    assert main(["bench", "scenario", "--quick", "--split", "train", "--out", str(tmp_path),
+                 "--no-progress"]) == 0
+    assert seen == ["train"]
+    assert json.loads((tmp_path / "scenario.json").read_text())["split"] == "train"
+    with pytest.raises(SystemExit):
+        main(["bench", "scenario", "--split", "dev"])

@@ -1,11 +1,11 @@
 """``scrubjay bench tgt|locomo|factconsolidation|scenario|asof|all|perf|supersession|windows``:
 run the benchmarks.
 
-``scenario`` runs the hand-written timelines (:mod:`scrubjay.bench.run_scenario`), ``asof`` the
-as-of probes on FactConsolidation (:mod:`scrubjay.bench.run_asof`); both have their own systems
-(ScrubJay-MEM with plain adds and with ``integrate()``, and their baselines), which ``all`` runs
-whatever ``--systems`` says. ``--quick`` (shared with ``perf``) runs them at a reduced
-size.
+``scenario`` runs the hand-written timelines (:mod:`scrubjay.bench.run_scenario`; the test
+ones, or with ``--split train`` the training ones), ``asof`` the as-of probes on
+FactConsolidation (:mod:`scrubjay.bench.run_asof`); both have their own systems (ScrubJay-MEM
+with plain adds and with ``integrate()``, and their baselines), which ``all`` runs whatever
+``--systems`` says. ``--quick`` (shared with ``perf``) runs them at a reduced size.
 
 ``perf`` measures cost (latency, ingest, RCI, buffer, memory); see :mod:`scrubjay.bench.perf`.
 ``supersession`` cross-validates the offline supersession detector on its labelled set and
@@ -63,6 +63,10 @@ def add_bench_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--embedder", choices=EMBEDDERS, default="wordllama")
     p.add_argument("--systems", help="comma-separated system names (default: each runner's "
                                      f"own list); known: {', '.join(SYSTEM_NAMES)}")
+    p.add_argument("--split", choices=("test", "train"), default="test",
+                   help="scenario timelines: test (personal, work, trip: the reported figures; "
+                        "default) or train (household, student, freelance: written apart, for "
+                        "choosing constants by cross-validation)")
     p.add_argument("--locomo-context", default=None,
                    help="LoCoMo memory context template (default '{sample_id} session {n}')")
     p.add_argument("--jobs", type=int, default=2, help="TGT worker processes (default 2)")
@@ -217,7 +221,8 @@ def _run_one(name: str, args: argparse.Namespace, systems: tuple[str, ...] | Non
         )
 
         res = run_scenario(systems=systems or DEFAULT_SCENARIO_SYSTEMS, embedder=args.embedder,
-                           quick=getattr(args, "quick", False), progress=progress)
+                           quick=getattr(args, "quick", False),
+                           split=getattr(args, "split", "test"), progress=progress)
         return write_scenario(res, out_dir)
     if name == "asof":
         from scrubjay.bench.run_asof import ASOF_SYSTEMS, run_asof, write_asof

@@ -1,10 +1,13 @@
 """Scenario benchmark: is the memory a person wants now ranked first, and the outdated ones flagged?
 
-Three hand-written timelines ship as package data (``scrubjay/bench/data/scenarios/*.json``):
-a personal assistant over four weeks, a work assistant, a trip. Each is a list of events in time
-order. A **memory** event carries its text, time and context and, written next to it before any
-system was run, its ground truth: the ``slot`` it fills (parking, today's Wi-Fi, the job ...),
-the memories it ``supersedes`` and, when the text states one, the time its window ``ends_at``.
+Three hand-written test timelines ship as package data (``scrubjay/bench/data/scenarios/``):
+a personal assistant over four weeks, a work assistant, a trip. Three training timelines,
+written apart from them in other domains (``scenarios_train/``: a family home, a university
+term, a freelancer's month), are loaded with ``split="train"``: constants are chosen on them by
+cross-validation, never on the test figures. Each is a list of events in time order. A
+**memory** event carries its text, time and context and, written next to it before any system
+was run, its ground truth: the ``slot`` it fills (parking, today's Wi-Fi, the job ...), the
+memories it ``supersedes`` and, when the text states one, the time its window ``ends_at``.
 A **question** event, asked at its own time, names the memory a person wants ``want`` and the
 memories that are ``outdated`` then (superseded, or past their window):
 :func:`check_timeline` verifies that ``outdated`` is exactly what the memories' annotations
@@ -45,7 +48,8 @@ from scrubjay.bench.common import environment, get_embedder, md_table, pct, writ
 from scrubjay.bench.systems import SYSTEM_NAMES, MemoryItem, close_system, make_system
 
 __all__ = ["DEFAULT_SCENARIO_SYSTEMS", "QUICK_QUESTIONS", "SCENARIO_NAMES", "SJ_MODES", "TOP_K",
-           "QuestionScore", "ScenarioMemory", "ScenarioQuestion", "ScrubJayTimelineSystem",
+           "TRAIN_SCENARIO_NAMES", "QuestionScore", "ScenarioMemory", "ScenarioQuestion",
+           "ScrubJayTimelineSystem",
            "Timeline", "check_timeline", "load_timeline", "load_timelines", "outdated_at",
            "run_scenario", "scenario_markdown", "score_question", "summarise", "truncate",
            "write_scenario"]
@@ -54,7 +58,15 @@ TOP_K = 3
 """How many hits each question looks at (chosen: what an assistant shows or reads)."""
 
 SCENARIO_NAMES = ("personal", "work", "trip")
-"""The shipped timelines, in report order."""
+"""The shipped test timelines, in report order."""
+
+TRAIN_SCENARIO_NAMES = ("household", "student", "freelance")
+"""The shipped training timelines (``scrubjay/bench/data/scenarios_train/*.json``), written
+apart from the test ones in other domains: constants are chosen on them by cross-validation,
+never on the test figures."""
+
+_SPLITS = {"test": ("scenarios", SCENARIO_NAMES), "train": ("scenarios_train",
+                                                             TRAIN_SCENARIO_NAMES)}
 
 SJ_MODES = ("SJ-add", "SJ-integrate", "SJ-add-learned", "SJ-add-nosup")
 """ScrubJay-MEM with plain adds, and with ``integrate()`` for the memories that update a slot."""
@@ -152,14 +164,19 @@ def load_timeline(source: str | Path | dict[str, Any]) -> Timeline:
                     events=tuple(_event(e) for e in raw["events"]))
 
 
-def load_timelines(names: Iterable[str] = SCENARIO_NAMES) -> list[Timeline]:
-    """The shipped timelines called ``names``."""
-    base = resources.files("scrubjay.bench").joinpath("data", "scenarios")
+def load_timelines(names: Iterable[str] | None = None, *, split: str = "test") -> list[Timeline]:
+    """The shipped timelines of ``split`` (``"test"``: :data:`SCENARIO_NAMES`, ``"train"``:
+    :data:`TRAIN_SCENARIO_NAMES`) called ``names`` (default: all of that split)."""
+    if split not in _SPLITS:
+        raise ValueError(f"The scenario split must be one of {tuple(_SPLITS)}. Got {split!r} "
+                         "instead.")
+    folder, allowed = _SPLITS[split]
+    base = resources.files("scrubjay.bench").joinpath("data", folder)
     out = []
-    for name in names:
-        if name not in SCENARIO_NAMES:
-            raise ValueError(f"The scenario names must be among {SCENARIO_NAMES}. Got {name!r} "
-                             "instead.")
+    for name in allowed if names is None else names:
+        if name not in allowed:
+            raise ValueError(f"The {split} scenario names must be among {allowed}. Got "
+                             f"{name!r} instead.")
         out.append(load_timeline(json.loads(base.joinpath(f"{name}.json").read_text())))
     return out
 
@@ -391,11 +408,13 @@ def _answers(name: str, timeline: Timeline, embedder: Any) -> list[list[tuple[st
 
 def run_scenario(*, systems: Sequence[str] = DEFAULT_SCENARIO_SYSTEMS,
                  embedder: Any = "wordllama", quick: bool = False,
-                 timelines: Sequence[Timeline] | None = None,
+                 timelines: Sequence[Timeline] | None = None, split: str = "test",
                  progress: bool = True) -> dict[str, Any]:
     """Run every system along every timeline; returns JSON-ready results.
 
     ``quick`` keeps each timeline's events up to its :data:`QUICK_QUESTIONS`-th question.
+    ``split`` chooses the shipped timelines when ``timelines`` is not given: ``"test"`` (the
+    reported figures) or ``"train"`` (for choosing constants by cross-validation).
     """
     from tqdm import tqdm
 
@@ -403,7 +422,7 @@ def run_scenario(*, systems: Sequence[str] = DEFAULT_SCENARIO_SYSTEMS,
     if unknown:
         raise ValueError(f"unknown scenario systems {unknown}; known: "
                          f"{', '.join(SJ_MODES + SYSTEM_NAMES)}")
-    tls = list(timelines) if timelines is not None else load_timelines()
+    tls = list(timelines) if timelines is not None else load_timelines(split=split)
     if quick:
         tls = [truncate(t, QUICK_QUESTIONS) for t in tls]
     for t in tls:
@@ -435,7 +454,8 @@ def run_scenario(*, systems: Sequence[str] = DEFAULT_SCENARIO_SYSTEMS,
         results[name] = {"overall": summarise(every), "timelines": per_tl,
                          "seconds": time.perf_counter() - t0}
     bar.close()
-    return {"benchmark": "scenario", "quick": quick, "top_k": TOP_K, "embedder": emb.name,
+    return {"benchmark": "scenario", "split": split if timelines is None else "given",
+            "quick": quick, "top_k": TOP_K, "embedder": emb.name,
             "timelines": {t.name: {"title": t.title, "n_memories": len(t.memories),
                                    "n_questions": len(t.questions)} for t in tls},
             "environment": environment(), "seconds_total": time.perf_counter() - t_start,
@@ -456,7 +476,9 @@ def scenario_markdown(res: dict[str, Any]) -> str:
                      f"{pct(o['stale_flagged'])} ({o['outdated_in_top']})",
                      pct(o["false_stale"]),
                      *[pct(r["timelines"][t]["passed"]) for t in names]])
-    head = (f"Scenario timelines{' (quick)' if res['quick'] else ''}: {len(names)} timelines, "
+    split = " (training split)" if res.get("split") == "train" else ""
+    head = (f"Scenario timelines{split}{' (quick)' if res['quick'] else ''}: {len(names)} "
+            "timelines, "
             f"{n_m} memories, {n_q} questions; embedder {res['embedder']}. A question passes "
             f"when the wanted memory is first and every outdated memory in the top {k} is "
             "flagged stale. slot@1: the first memory is about the right thing, current or not; "
