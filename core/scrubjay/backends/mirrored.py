@@ -31,7 +31,7 @@ from ..linking import (
     _components,
 )
 from ..mirror import Mirror, Rows, rows_as_of
-from ..ranking import Query, lexical_scores, rank_paper, rank_relevance, relevance_keys
+from ..ranking import Query, rank_paper, rank_relevance, relevance_keys
 from ..rci import affinities
 from ..scoring import drifted_similarity_bound, relevance_bound
 from ..timeline import CURRENT, stale_reasons, visible
@@ -349,13 +349,14 @@ class MirroredBackend(BaseBackend):
         rows: Rows
         exhaustive = True
         lex_ids, lex_bm, lex_idf = self._lexical.query(q) if relevance else ([], [], 0.0)
-        ell: NDArray[np.float64] | None
+        ell: NDArray[np.float64] | None = None
+        lex = self._lexical_rows(lex_ids, lex_bm, lex_idf)
         if not relevance or self._scan(len(self._mirror)):
             rows = self._mirror.view()
-            ell = (lexical_scores(rows, lex_ids, lex_bm, lex_idf, self._mirror.row_of)
-                   if lex_ids else None)
+            if lex is not None:
+                ell = np.zeros(len(rows))
+                ell[lex.rows] = lex.ell
         else:
-            lex = self._lexical_rows(lex_ids, lex_bm, lex_idf)
             if np.any(q.c_q):
                 rows, ell = self._hnsw_candidates(q.e_q, q.c_q, lex)
             else:
@@ -390,7 +391,8 @@ class MirroredBackend(BaseBackend):
         (:func:`scrubjay.fusion.lexical_score_idf`); None without hits."""
         if not ids:
             return None
-        row_of = self._mirror.row_of if self._mirror is not None else {}
+        assert self._mirror is not None
+        row_of = self._mirror.row_of
         kept = [(row_of[m], s) for m, s in zip(ids, bm25, strict=True) if m in row_of]
         return _LexicalRows(np.array([r for r, _ in kept], dtype=np.intp),
                             lexical_score_idf([s for _, s in kept], idf_sum))
