@@ -360,6 +360,7 @@ def test_scenario_cli_passes_the_split(tmp_path: Path, monkeypatch: pytest.Monke
     assert main(["bench", "scenario", "--quick", "--split", "train", "--out", str(tmp_path),
                  "--no-progress"]) == 0
     assert seen == ["train"]
-    assert json.loads((tmp_path / "scenario.json").read_text())["split"] == "train"
+    assert json.loads((tmp_path / "scenario-train.json").read_text())["split"] == "train"
+    assert not (tmp_path / "scenario.json").exists()  # the test report's name is not taken
     with pytest.raises(SystemExit):
         main(["bench", "scenario", "--split", "dev"])

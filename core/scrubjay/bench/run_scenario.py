@@ -493,9 +493,12 @@ def scenario_markdown(res: dict[str, Any]) -> str:
 
 
 def write_scenario(res: dict[str, Any], out_dir: Path) -> dict[str, Path]:
-    """Write ``scenario.md`` and ``scenario.json`` into ``out_dir``."""
+    """Write ``scenario.md`` and ``scenario.json`` into ``out_dir``; a run on the training
+    split writes ``scenario-train.md`` and ``scenario-train.json``, so that it never
+    overwrites the test report in the same folder."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"md": out_dir / "scenario.md", "json": out_dir / "scenario.json"}
+    stem = "scenario-train" if res.get("split") == "train" else "scenario"
+    paths = {"md": out_dir / f"{stem}.md", "json": out_dir / f"{stem}.json"}
     paths["md"].write_text(scenario_markdown(res))
     write_json(paths["json"], res)
     return paths
