@@ -42,7 +42,7 @@ from .timeline import (
 )
 from .types import Hit, new_hit
 
-__all__ = ["Query", "lexical_scores", "partial_scores", "rank_block", "rank_paper",
+__all__ = ["Query", "partial_scores", "rank_block", "rank_paper",
            "rank_paper_reference", "rank_relevance", "relevance_keys", "relevance_order",
            "time_factors"]
 
@@ -233,7 +233,8 @@ def relevance_keys(rows: Rows, q: Query, *, stale_ratio: float, default_value: f
     with ``relevance = (a*what + b*where) / (a + b)`` (the Eq. 6 weights) and ``factor`` its
     time factor; a memory told after ``q.t_q`` gets ``-inf`` (invisible at that time).
 
-    ``lexical``: each row's lexical score ``ell`` in [0, 1] (:func:`lexical_scores`); when
+    ``lexical``: each row's lexical score ``ell`` in [0, 1]
+    (:func:`scrubjay.fusion.lexical_score_idf`, 0 for rows without a lexical hit); when
     given and not all 0, ``relevance = (1 - lambda) * dense + lambda * ell``
     (:func:`scrubjay.fusion.fuse`, ``lambda = cfg.lexical_weight``)."""
     a, b = float(q.weights[0]), float(q.weights[1])
@@ -246,23 +247,6 @@ def relevance_keys(rows: Rows, q: Query, *, stale_ratio: float, default_value: f
     factor = time_factors(rows, q.t_q, stale_ratio, cfg)
     key = rel * rows.value / default_value * factor
     return np.where(visible(rows.t, q.t_q), key, -np.inf), factor
-
-
-def lexical_scores(rows: Rows, ids: list[str], bm25: list[float], idf_sum: float,
-                   row_of: Mapping[str, int] | None = None) -> NDArray[np.float64]:
-    """Each row's ``ell = min(1, BM25 / idf_sum)`` (:func:`scrubjay.fusion.lexical_score_idf`:
-    the share of the query's information the memory matches) from a lexical query's
-    ``(ids, bm25)``; 0 for rows not among them. ``row_of`` maps an id to its row when the
-    caller has it (else it is built from ``rows``)."""
-    ell = np.zeros(len(rows))
-    if not ids or not idf_sum > 0:
-        return ell
-    where = row_of if row_of is not None else {mid: i for i, mid in enumerate(rows.ids)}
-    for mid, s in zip(ids, bm25, strict=True):
-        i = where.get(mid)
-        if i is not None and i < len(ell):
-            ell[i] = min(1.0, max(0.0, s / idf_sum))
-    return ell
 
 
 def rank_relevance(rows: Rows, q: Query, *, neighbours: Neighbours, stale_ratio: float,
