@@ -670,7 +670,9 @@ class LexicalIndex:
 
 _SHARED: dict[str, list[Any]] = {}
 """Indexes opened by :meth:`LexicalIndex.acquire`: namespace folder -> [index, holders]."""
-_SHARED_LOCK = threading.Lock()
+_SHARED_LOCK = threading.RLock()
+"""Re-entrant: a garbage-collected memory's ``__del__`` can release its index while this thread
+is inside :meth:`LexicalIndex.acquire` (for example during a rebuild of another namespace)."""
 
 _OPEN: weakref.WeakSet[LexicalIndex] = weakref.WeakSet()
 """Every index of this process, so that interpreter exit commits what they staged."""

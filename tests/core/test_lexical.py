@@ -490,3 +490,29 @@ def test_lexical_score_bounds() -> None:
     ell = lexical_score([5.0, 2.5, 0.0, -1.0])
     assert ell.tolist() == [1.0, 0.5, 0.0, 0.0]
     assert lexical_score([2.0], top=4.0).tolist() == [0.5]
+
+
+def test_a_release_inside_acquire_does_not_deadlock(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A memory collected by the GC releases its index from ``__del__``, which can run while
+    this thread is inside ``acquire`` (it hung a CI run): the release must not wait on the
+    lock ``acquire`` holds."""
+    import threading
+
+    store = _Store([("a", "the red car")])
+    first = LexicalIndex.acquire(tmp_path / "one", "ns", store.ids, store.all_rows)
+    real_open = LexicalIndex.open.__func__  # type: ignore[attr-defined]
+
+    def open_releasing(cls: type[LexicalIndex], *args: object) -> LexicalIndex:
+        first.release()  # what a finaliser does, on this thread, mid-acquire
+        return real_open(cls, *args)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(LexicalIndex, "open", classmethod(open_releasing))
+    out: list[LexicalIndex] = []
+    worker = threading.Thread(target=lambda: out.append(LexicalIndex.acquire(
+        tmp_path / "two", "ns", store.ids, store.all_rows)), daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "acquire deadlocked on a release made inside it"
+    assert first._closed and len(out) == 1 and not out[0]._closed
+    out[0].release()
